@@ -1,0 +1,26 @@
+"""Data: UCI regression with standard splits, MNIST / Fashion-MNIST from IDX files,
+synthetic problems with known answers, and in-memory minibatching."""
+
+from pyrozoo.data.batching import TensorBatches
+from pyrozoo.data.idx import load_mnist, read_idx
+from pyrozoo.data.paths import default_data_dir, resolve_data_dir
+from pyrozoo.data.synthetic import LinearRegressionProblem, linear_regression, toy_regression_1d
+from pyrozoo.data.uci import UCI_DATASETS, UCIDataset, UCISplit, parse_splits
+from pyrozoo.data.validation import check_finite, check_same_length
+
+__all__ = [
+    "TensorBatches",
+    "load_mnist",
+    "read_idx",
+    "default_data_dir",
+    "resolve_data_dir",
+    "LinearRegressionProblem",
+    "linear_regression",
+    "toy_regression_1d",
+    "UCI_DATASETS",
+    "UCIDataset",
+    "UCISplit",
+    "parse_splits",
+    "check_finite",
+    "check_same_length",
+]

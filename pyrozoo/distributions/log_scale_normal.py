@@ -1,0 +1,61 @@
+"""A Normal distribution parameterised by its log standard deviation."""
+
+import math
+
+import torch
+from pyro.distributions import Normal, constraints
+from pyro.distributions.torch_distribution import TorchDistribution
+from torch.distributions.utils import broadcast_all, lazy_property
+
+_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+
+
+class LogScaleNormal(Normal):
+    """``Normal(loc, exp(log_scale))``.
+
+    Variational posteriors optimise the log of the standard deviation; handing it to the
+    distribution directly lets the entropy, the KL divergences registered in
+    :mod:`pyrozoo.distributions.kl` and the local-reparameterization handler use
+    ``log_scale`` and one cached ``variance = exp(2 log_scale)`` instead of recomputing
+    ``log(scale)`` and ``scale**2`` from ``scale`` on every weight-sized tensor. It is a
+    :class:`~pyro.distributions.Normal` (``isinstance`` holds), so every rule for Normals
+    applies to it.
+    """
+
+    arg_constraints = {"loc": constraints.real, "log_scale": constraints.real}
+
+    def __init__(self, loc, log_scale, validate_args=None):
+        if torch.is_tensor(loc) and torch.is_tensor(log_scale) and loc.shape == log_scale.shape:
+            self.loc, self.log_scale = loc, log_scale  # the common case, without broadcast_all's cost
+        else:
+            self.loc, self.log_scale = broadcast_all(loc, log_scale)
+        TorchDistribution.__init__(self, self.loc.shape, validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(LogScaleNormal, _instance)
+        batch_shape = torch.Size(batch_shape)
+        new.loc = self.loc.expand(batch_shape)
+        new.log_scale = self.log_scale.expand(batch_shape)
+        TorchDistribution.__init__(new, batch_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
+    @lazy_property
+    def scale(self):
+        return self.log_scale.exp()
+
+    @lazy_property
+    def variance(self):
+        return (2 * self.log_scale).exp()
+
+    @property
+    def stddev(self):
+        return self.scale
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return -0.5 * (value - self.loc) ** 2 / self.variance - self.log_scale - _HALF_LOG_2PI
+
+    def entropy(self):
+        return self.log_scale + (0.5 + _HALF_LOG_2PI)

@@ -1,0 +1,35 @@
+"""Small helpers shared by the distributions and the priors that use them."""
+
+import torch
+from torch.distributions import Distribution, Independent
+
+
+def distribution_to(d: Distribution, device=None, dtype=None) -> Distribution:
+    """Rebuilds a distribution with its parameters on ``device`` / cast to ``dtype``.
+
+    Works for distributions whose constructor takes the names listed in ``arg_constraints``
+    (all of torch's and Pyro's standard families, and pyrozoo's). Where both ``probs`` and
+    ``logits`` have been materialised, ``logits`` is used.
+    """
+    if isinstance(d, Independent):
+        return distribution_to(d.base_dist, device, dtype).to_event(d.reinterpreted_batch_ndims)
+    kwargs = {}
+    for name in d.arg_constraints:
+        if name not in d.__dict__:
+            continue
+        if name == "probs" and "logits" in d.__dict__:
+            continue
+        value = d.__dict__[name]
+        if torch.is_tensor(value):
+            value = value.to(device=device, dtype=dtype if value.is_floating_point() else None)
+        kwargs[name] = value
+    if not kwargs:
+        raise TypeError(f"cannot move {type(d).__name__} to another device: it has no tensor parameters in arg_constraints")
+    return type(d)(**kwargs, validate_args=d._validate_args)
+
+
+def sum_rightmost(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """Sums the ``dim`` rightmost dimensions of ``x`` (no-op for ``dim == 0``)."""
+    if dim == 0:
+        return x
+    return x.reshape(x.shape[: x.dim() - dim] + (-1,)).sum(-1)

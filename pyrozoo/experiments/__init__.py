@@ -1,0 +1,21 @@
+"""Experiment protocols shared by the example scripts, with registries of methods.
+
+* :mod:`pyrozoo.experiments.uci` — the UCI regression protocol; methods register with
+  :func:`~pyrozoo.experiments.uci.register_uci_method` in modules named ``uci_*.py``.
+* :mod:`pyrozoo.experiments.lenet` — MNIST LeNet compression; methods register with
+  :func:`~pyrozoo.experiments.lenet.register_compression_method` in modules named
+  ``compress_*.py``.
+
+Method modules in this package are discovered and imported by :func:`load_methods`.
+"""
+
+import importlib
+import pkgutil
+
+
+def load_methods(prefix: str) -> None:
+    """Imports every module of this package whose name starts with ``prefix``
+    (e.g. ``"uci_"``), so that its methods register themselves."""
+    for info in pkgutil.iter_modules(__path__):
+        if info.name.startswith(prefix):
+            importlib.import_module(f"{__name__}.{info.name}")

@@ -1,0 +1,87 @@
+"""MNIST LeNet compression protocol with a registry of methods.
+
+A method is ``run(train, test, config) -> CompressionResult``: it trains on ``train``
+(``(x, y)`` tensors), prunes/compresses, evaluates the *compressed* network on ``test``
+and counts what is kept. Methods register with :func:`register_compression_method` in a
+module ``pyrozoo/experiments/compress_*.py``; ``examples/compress_lenet.py`` runs them and
+writes one CSV row per run with the columns :data:`CSV_COLUMNS`.
+"""
+
+from dataclasses import dataclass, field
+from typing import Callable, Dict, Optional
+
+import torch
+
+#: columns of the ``--out`` CSV of ``examples/compress_lenet.py`` (test_error in percent)
+CSV_COLUMNS = [
+    "method",
+    "arch",
+    "dataset",
+    "seed",
+    "test_error",
+    "params_total",
+    "params_kept",
+    "compression_ratio",
+    "flops",
+    "pruned_architecture",
+]
+
+ARCHITECTURES = ("lenet300", "lenet5")
+
+
+@dataclass
+class CompressionConfig:
+    """Settings passed to every method; ``None`` means the method's own default."""
+
+    arch: str = "lenet5"
+    epochs: Optional[int] = None
+    batch_size: Optional[int] = None
+    lr: Optional[float] = None
+    device: torch.device = torch.device("cpu")
+    seed: int = 0
+    quick: bool = False
+    progress: bool = False
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class CompressionResult:
+    """What a run reports; ``details`` holds method-specific extras (per-layer sparsity, bits, ...)."""
+
+    test_error: float  # percent, of the compressed network
+    params_total: int
+    params_kept: int
+    flops: int  # of the compressed network, by the convention documented in pyrozoo.compression
+    pruned_architecture: str  # e.g. "8-13-88-13"
+    details: dict = field(default_factory=dict)
+
+    @property
+    def compression_ratio(self) -> float:
+        return self.params_total / max(self.params_kept, 1)
+
+
+@dataclass
+class CompressionMethod:
+    name: str
+    run: Callable[[tuple, tuple, CompressionConfig], CompressionResult]
+    description: str
+
+
+COMPRESSION_METHODS: Dict[str, CompressionMethod] = {}
+
+
+def register_compression_method(name: str, description: str = ""):
+    def decorator(fn):
+        if name in COMPRESSION_METHODS:
+            raise ValueError(f"compression method {name!r} registered twice")
+        COMPRESSION_METHODS[name] = CompressionMethod(name, fn, description or (fn.__doc__ or "").strip().split("\n")[0])
+        return fn
+
+    return decorator
+
+
+def available_methods() -> Dict[str, CompressionMethod]:
+    from pyrozoo.experiments import load_methods
+
+    load_methods("compress_")
+    return dict(COMPRESSION_METHODS)

@@ -1,0 +1,106 @@
+"""The UCI regression protocol (Hernández-Lobato & Adams 2015) with a registry of methods.
+
+A method is a function ``run(split, config) -> dict`` that trains on ``split``'s
+standardised training data and returns at least ``rmse`` and ``test_ll`` computed in the
+*original* target units (see :meth:`pyrozoo.data.UCISplit.to_original_units`). Methods
+register with :func:`register_uci_method` in a module ``pyrozoo/experiments/uci_*.py``;
+``examples/uci_regression.py`` runs any of them over data sets and splits.
+"""
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, Optional
+
+import pandas as pd
+import torch
+
+from pyrozoo.data import UCIDataset, UCISplit
+from pyrozoo.data.paths import resolve_data_dir
+from pyrozoo.reporting import mean_and_stderr
+
+
+@dataclass
+class UCIRunConfig:
+    """Settings passed to every method; ``None`` means the method's own default."""
+
+    epochs: Optional[int] = None
+    num_samples: int = 100
+    batch_size: Optional[int] = None
+    lr: Optional[float] = None
+    device: torch.device = torch.device("cpu")
+    dtype: torch.dtype = torch.float32
+    seed: int = 0
+    quick: bool = False
+    progress: bool = False
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class UCIMethod:
+    name: str
+    run: Callable[[UCISplit, UCIRunConfig], dict]
+    description: str
+
+
+UCI_METHODS: Dict[str, UCIMethod] = {}
+
+
+def register_uci_method(name: str, description: str = ""):
+    """Decorator registering ``run(split, config) -> {"rmse", "test_ll", ...}`` under ``name``."""
+
+    def decorator(fn):
+        if name in UCI_METHODS:
+            raise ValueError(f"UCI method {name!r} registered twice")
+        UCI_METHODS[name] = UCIMethod(name, fn, description or (fn.__doc__ or "").strip().split("\n")[0])
+        return fn
+
+    return decorator
+
+
+def available_methods() -> Dict[str, UCIMethod]:
+    from pyrozoo.experiments import load_methods
+
+    load_methods("uci_")
+    return dict(UCI_METHODS)
+
+
+def run_split(method: str, split: UCISplit, config: UCIRunConfig) -> dict:
+    """Runs one method on one split; adds ``train_seconds`` (wall clock of the whole run)."""
+    methods = available_methods()
+    if method not in methods:
+        raise ValueError(f"unknown UCI method {method!r}; available: {', '.join(sorted(methods))}")
+    t0 = time.perf_counter()
+    result = dict(methods[method].run(split.to(config.device, config.dtype), config))
+    result.setdefault("train_seconds", time.perf_counter() - t0)
+    for key in ("rmse", "test_ll"):
+        if key not in result:
+            raise RuntimeError(f"UCI method {method!r} returned no {key!r}")
+    return result
+
+
+def published_baselines(data_dir=None) -> pd.DataFrame:
+    """``published_baselines.csv`` of the UCI folder: published numbers, labelled with sources."""
+    root = resolve_data_dir(data_dir)
+    path = root / "uci" / "published_baselines.csv" if (root / "uci").is_dir() else root / "published_baselines.csv"
+    if not path.is_file():
+        raise FileNotFoundError(f"published baselines file {path} is missing")
+    return pd.read_csv(path)
+
+
+def summarize(results: pd.DataFrame, data_dir=None, include_published: bool = True) -> pd.DataFrame:
+    """Mean ± standard error over splits per (dataset, method), beside the published
+    baselines for the same data sets (their ``method`` is suffixed "(published)")."""
+    ours = mean_and_stderr(results, ["dataset", "method"], ["rmse", "test_ll"])
+    ours["source"] = "measured (this repository)"
+    if not include_published:
+        return ours
+    published = published_baselines(data_dir)
+    published = published[published.dataset.isin(results.dataset.unique())].copy()
+    published["method"] = published["method"] + " (published)"
+    published["n"] = float("nan")
+    cols = ["dataset", "method", "rmse", "rmse_se", "test_ll", "test_ll_se", "n", "source"]
+    table = pd.concat([ours[cols], published[cols]], ignore_index=True)
+    order = {d: i for i, d in enumerate(results.dataset.unique())}
+    table["_order"] = table.dataset.map(order)
+    return table.sort_values(["_order"], kind="stable").drop(columns="_order").reset_index(drop=True)

@@ -1,0 +1,8 @@
+"""Guides (variational posteriors) that work with any Pyro model, including
+:class:`~pyrozoo.models.BayesianNeuralNetwork`."""
+
+from pyrozoo.guides.base import SitewiseGuide, init_to_network, normal_on_support
+from pyrozoo.guides.delta import DeltaGuide
+from pyrozoo.guides.mean_field import MeanFieldNormalGuide
+
+__all__ = ["SitewiseGuide", "MeanFieldNormalGuide", "DeltaGuide", "init_to_network", "normal_on_support"]

@@ -1,0 +1,191 @@
+"""Shared machinery of pyrozoo's site-wise guides.
+
+:class:`SitewiseGuide` is an :class:`~pyro.infer.autoguide.AutoGuide` that, on its first
+call, traces the model and creates per-site variational parameters through
+:meth:`SitewiseGuide._init_site`; on every call it emits one ``pyro.sample`` per latent
+site of the model with the distribution from :meth:`SitewiseGuide.posterior`. Parameters
+live in plain ``nn.ParameterDict`` containers, so the guide is cheap to call, registers
+its parameters with Pyro's param store (``SVI`` and ``Predictive`` work) and moves with
+``.to(device)``.
+
+Latent sites inside (possibly subsampled) plates get parameters of the plate's full
+size, sliced by the plate's indices each call, as in Pyro's ``AutoNormal``.
+"""
+
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Tuple
+
+import pyro
+import pyro.distributions as dist
+import torch
+from pyro.distributions import constraints
+from pyro.distributions.transforms import biject_to
+from pyro.infer.autoguide import AutoGuide
+from pyro.infer.autoguide.initialization import init_to_median
+
+from pyrozoo.distributions import LogScaleNormal
+from pyrozoo.models.priors import INIT_VALUE_KEY
+
+
+def init_to_network(site: dict, fallback: Callable = init_to_median) -> torch.Tensor:
+    """Initial value of a site: the network's own parameter value where the model gave one
+    (``site["infer"]["pyrozoo_init_value"]``, set by :class:`~pyrozoo.models.priors.Prior`),
+    else ``fallback(site)`` (the prior median by default)."""
+    value = site["infer"].get(INIT_VALUE_KEY)
+    if value is not None:
+        return value.detach().clone()
+    return fallback(site)
+
+
+def param_key(name: str) -> str:
+    """Site name -> ``nn.ParameterDict`` key (which may not contain ".")."""
+    return name.replace(".", "__")
+
+
+def _base_constraint(support):
+    while isinstance(support, constraints.independent):
+        support = support.base_constraint
+    return support
+
+
+@dataclass
+class SiteInfo:
+    """What a guide needs to know about one latent site of the model."""
+
+    name: str
+    key: str
+    event_dim: int
+    support: object
+    transform: object
+    #: event dims of the unconstrained value (differs from event_dim e.g. on the simplex)
+    unconstrained_event_dim: int
+    #: (plate name, negative tensor dim of the unconstrained value, full size)
+    plate_dims: List[Tuple[str, int, int]] = field(default_factory=list)
+    frames: list = field(default_factory=list)
+
+    @property
+    def family(self) -> str:
+        """``"real"`` (Normal), ``"positive"`` (LogNormal) or ``"transformed"``."""
+        base = _base_constraint(self.support)
+        if base is constraints.real:
+            return "real"
+        if base is constraints.positive:
+            return "positive"
+        return "transformed"
+
+
+class SitewiseGuide(AutoGuide):
+    """Base class of guides with one independent factor per latent site.
+
+    Subclasses implement :meth:`_init_site` (create parameters from an unconstrained
+    initial value) and :meth:`posterior` (the site's distribution). Sites listed in
+    ``hide`` are left to the model (sampled from the prior) or to another guide in an
+    :class:`~pyro.infer.autoguide.AutoGuideList`.
+
+    :param callable model: the Pyro model.
+    :param callable init_loc_fn: ``site -> initial constrained value``.
+    :param hide: names of latent sites this guide leaves alone.
+    """
+
+    def __init__(self, model, *, init_loc_fn: Callable = init_to_network, hide=(), create_plates=None):
+        super().__init__(model, create_plates=create_plates)
+        self.init_loc_fn = init_loc_fn
+        self._hide = frozenset(hide)
+        self._sites: Dict[str, SiteInfo] = {}
+        self._has_plates = False
+
+    # -- construction -------------------------------------------------------------------
+    def _setup_prototype(self, *args, **kwargs):
+        super()._setup_prototype(*args, **kwargs)
+        self._sites = {}
+        for name, site in self.prototype_trace.iter_stochastic_nodes():
+            if name in self._hide:
+                continue
+            fn = site["fn"]
+            transform = biject_to(fn.support)
+            init = torch.as_tensor(self.init_loc_fn(site)).to(site["value"])
+            if init.shape != site["value"].shape:
+                init = init.expand(site["value"].shape)
+            unconstrained = transform.inv(init).detach()
+            batch_ndim = len(fn.batch_shape)
+            info = SiteInfo(
+                name=name,
+                key=param_key(name),
+                event_dim=fn.event_dim,
+                support=fn.support,
+                transform=transform,
+                unconstrained_event_dim=unconstrained.dim() - batch_ndim,
+            )
+            for frame in site["cond_indep_stack"]:
+                if not frame.vectorized:
+                    continue
+                dim = frame.dim - info.unconstrained_event_dim
+                full_size = frame.full_size or frame.size
+                if unconstrained.shape[dim] != full_size:
+                    unconstrained = _periodic_repeat(unconstrained, full_size, dim)
+                info.plate_dims.append((frame.name, dim, full_size))
+                info.frames.append(frame)
+                self._has_plates = True
+            self._init_site(info, unconstrained.contiguous())
+            self._sites[name] = info
+
+    def _init_site(self, info: SiteInfo, unconstrained_init: torch.Tensor) -> None:
+        raise NotImplementedError
+
+    # -- per call -----------------------------------------------------------------------
+    @staticmethod
+    def _subsample(info: SiteInfo, tensor: torch.Tensor, plates) -> torch.Tensor:
+        for plate_name, dim, full_size in info.plate_dims:
+            plate = plates[plate_name]
+            if plate.subsample_size < full_size:
+                tensor = tensor.index_select(dim, plate.indices)
+        return tensor
+
+    def posterior(self, name: str, plates=None) -> dist.Distribution:
+        """The guide's distribution for site ``name`` (sliced to the current subsample)."""
+        raise NotImplementedError
+
+    def forward(self, *args, **kwargs):
+        if self.prototype_trace is None:
+            self._setup_prototype(*args, **kwargs)
+        plates = self._create_plates(*args, **kwargs) if self._has_plates else {}
+        result = {}
+        for name, info in self._sites.items():
+            if info.frames:
+                with ExitStack() as stack:
+                    for frame in info.frames:
+                        stack.enter_context(plates[frame.name])
+                    result[name] = pyro.sample(name, self.posterior(name, plates))
+            else:
+                result[name] = pyro.sample(name, self.posterior(name))
+        return result
+
+    def sites(self) -> Dict[str, SiteInfo]:
+        if self.prototype_trace is None:
+            raise RuntimeError("the guide has not been set up yet: call it once with the model's arguments")
+        return dict(self._sites)
+
+
+def _periodic_repeat(tensor: torch.Tensor, size: int, dim: int) -> torch.Tensor:
+    """Repeats ``tensor`` along ``dim`` to ``size`` entries (the prototype may have seen a subsample)."""
+    reps = -(-size // tensor.shape[dim])
+    repeats = [1] * tensor.dim()
+    repeats[dim] = reps
+    return tensor.repeat(*repeats).narrow(dim, 0, size)
+
+
+def normal_on_support(loc: torch.Tensor, log_scale: torch.Tensor, info: SiteInfo) -> dist.Distribution:
+    """``Normal(loc, exp(log_scale))`` in unconstrained space, pushed to the site's support.
+
+    Real sites give a :class:`~pyrozoo.distributions.LogScaleNormal` (a Normal), positive
+    sites a ``LogNormal`` (so registered LogNormal KLs apply), any other support a
+    ``TransformedDistribution``. Event dims match the site's.
+    """
+    family = info.family
+    if family == "real":
+        return LogScaleNormal(loc, log_scale).to_event(info.event_dim)
+    if family == "positive":
+        return dist.LogNormal(loc, log_scale.exp()).to_event(info.event_dim)
+    base = LogScaleNormal(loc, log_scale).to_event(info.unconstrained_event_dim)
+    return dist.TransformedDistribution(base, info.transform)

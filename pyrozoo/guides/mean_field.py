@@ -1,0 +1,89 @@
+"""The mean-field Normal guide."""
+
+import math
+from typing import Callable, Optional
+
+import torch
+from torch import nn
+
+from pyrozoo.guides.base import SitewiseGuide, init_to_network, normal_on_support
+
+
+class MeanFieldNormalGuide(SitewiseGuide):
+    r"""Fully factorised Gaussian posterior over every latent site of a model.
+
+    Each site gets ``q(z) = N(loc, scale^2)`` in unconstrained space, pushed to the site's
+    support (real sites: ``Normal``, so closed-form KLs and the local-reparameterization /
+    flipout handlers apply; positive sites: ``LogNormal``). The scale is stored as its log;
+    with ``max_scale`` it is clipped from above, which keeps early training from drowning
+    the signal in weight noise (Graves 2011; Blundell et al. 2015).
+
+    :param model: the Pyro model.
+    :param init_loc_fn: ``site -> initial value``; by default the network's own parameter
+        values (so the guide starts at the network's initialisation) or the prior median.
+    :param float init_scale: initial posterior standard deviation (unconstrained space).
+    :param float max_scale: optional upper bound on the posterior standard deviation.
+    :param hide: names of latent sites this guide leaves alone.
+
+    Example::
+
+        model = BayesianNeuralNetwork(net, NormalPrior(1.0), Categorical(dataset_size=60000))
+        guide = MeanFieldNormalGuide(model, init_scale=1e-3)
+        svi = pyro.infer.SVI(model, guide, pyro.optim.Adam({"lr": 1e-3}), ClosedFormKL_ELBO())
+    """
+
+    def __init__(
+        self,
+        model,
+        *,
+        init_loc_fn: Callable = init_to_network,
+        init_scale: float = 1e-3,
+        max_scale: Optional[float] = None,
+        hide=(),
+        create_plates=None,
+    ):
+        if not (isinstance(init_scale, (int, float)) and init_scale > 0 and math.isfinite(init_scale)):
+            raise ValueError(f"init_scale must be a positive finite number, got {init_scale!r}")
+        if max_scale is not None and not (max_scale > 0 and math.isfinite(max_scale)):
+            raise ValueError(f"max_scale must be a positive finite number or None, got {max_scale!r}")
+        if max_scale is not None and init_scale > max_scale:
+            raise ValueError(f"init_scale={init_scale} exceeds max_scale={max_scale}")
+        super().__init__(model, init_loc_fn=init_loc_fn, hide=hide, create_plates=create_plates)
+        self.init_scale = float(init_scale)
+        self.max_scale = None if max_scale is None else float(max_scale)
+        self.locs = nn.ParameterDict()
+        self.log_scales = nn.ParameterDict()
+
+    def _init_site(self, info, unconstrained_init):
+        self.locs[info.key] = nn.Parameter(unconstrained_init)
+        self.log_scales[info.key] = nn.Parameter(torch.full_like(unconstrained_init, math.log(self.init_scale)))
+
+    def loc_and_log_scale(self, name: str, plates=None):
+        """Unconstrained location and log standard deviation of site ``name`` (differentiable)."""
+        info = self._sites[name]
+        # _modules lookups skip PyroModule.__getattr__, which would re-register every
+        # parameter with the param store per site; forward() registers them once per call.
+        loc = self._modules["locs"][info.key]
+        log_scale = self._modules["log_scales"][info.key]
+        if self.max_scale is not None:
+            log_scale = log_scale.clamp(max=math.log(self.max_scale))
+        if plates is not None and info.plate_dims:
+            loc = self._subsample(info, loc, plates)
+            log_scale = self._subsample(info, log_scale, plates)
+        return loc, log_scale
+
+    def forward(self, *args, **kwargs):
+        if self.prototype_trace is not None:
+            self.locs, self.log_scales  # registers all parameters with Pyro's param store, once
+        return super().forward(*args, **kwargs)
+
+    def posterior(self, name, plates=None):
+        loc, log_scale = self.loc_and_log_scale(name, plates)
+        return normal_on_support(loc, log_scale, self._sites[name])
+
+    @torch.no_grad()
+    def median(self, *args, **kwargs):
+        """Posterior median of every site (constrained), e.g. for deterministic evaluation."""
+        if self.prototype_trace is None:
+            self._setup_prototype(*args, **kwargs)
+        return {name: info.transform(self.locs[info.key]).detach() for name, info in self._sites.items()}

@@ -1,0 +1,265 @@
+"""``fit``: stochastic variational inference with minibatches, schedules and checkpoints."""
+
+import math
+import os
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Callable, Iterable, Optional, Sequence, Union
+
+import pandas as pd
+import pyro
+import torch
+from pyro import poutine
+from pyro.infer.elbo import ELBO
+from tqdm.auto import tqdm
+
+from pyrozoo.data.batching import TensorBatches
+from pyrozoo.data.validation import check_finite
+from pyrozoo.inference.elbo import ClosedFormKL_ELBO
+from pyrozoo.inference.schedules import KLSchedule
+from pyrozoo.poutine import flipout, latent_scale, local_reparameterization
+from pyrozoo.utils import resolve_device, set_seed
+
+ESTIMATORS = {"local": local_reparameterization, "flipout": flipout, None: None, "none": None}
+
+
+def default_optimizer(params, lr: float = 1e-3):
+    """``torch.optim.Adam`` over all parameters, fused into one kernel where torch supports it."""
+    params = list(params)
+    try:
+        return torch.optim.Adam(params, lr=lr, fused=True)
+    except (RuntimeError, TypeError):
+        return torch.optim.Adam(params, lr=lr)
+
+
+def collect_parameters(model, guide, objective: ELBO, args) -> list:
+    """Every parameter the objective depends on: the modules' own parameters and whatever
+    ``pyro.param`` statements the model and guide make (captured as ``SVI`` does)."""
+    params = {}
+    for module in (model, guide):
+        if isinstance(module, torch.nn.Module):
+            for p in module.parameters():
+                if p.requires_grad:
+                    params[id(p)] = p
+    with poutine.trace(param_only=True) as capture:
+        with poutine.block(hide_types=["sample"]):
+            objective.differentiable_loss(model, guide, *args)
+    for site in capture.trace.nodes.values():
+        p = site["value"].unconstrained()
+        if p.requires_grad:
+            params[id(p)] = p
+    return list(params.values())
+
+
+def _atomic_save(obj, path: Path) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def fit(
+    model,
+    guide,
+    data: Union[Sequence[torch.Tensor], TensorBatches],
+    *,
+    epochs: int,
+    objective: Optional[ELBO] = None,
+    batch_size: int = 128,
+    lr: float = 1e-3,
+    optimizer: Optional[Callable[[list], torch.optim.Optimizer]] = None,
+    lr_schedule: Optional[Callable[[int], float]] = None,
+    kl_schedule: Optional[KLSchedule] = None,
+    estimator: Optional[str] = None,
+    device: Union[str, torch.device, None] = None,
+    seed: Optional[int] = None,
+    checkpoint: Union[str, Path, None] = None,
+    checkpoint_every: int = 1,
+    resume: bool = True,
+    progress: bool = True,
+    callback: Optional[Callable[[int, dict], Optional[bool]]] = None,
+    max_grad_norm: Optional[float] = None,
+) -> pd.DataFrame:
+    """Trains ``guide`` (and the model's point-estimate parameters) by maximising an ELBO.
+
+    One step: draw a minibatch ``(x, y, idx)``, evaluate ``objective.differentiable_loss(
+    model, guide, x, y, idx)`` under the KL weight of ``kl_schedule`` and the chosen
+    gradient estimator, back-propagate, step one optimizer over all parameters. The loss
+    stays on the device; it is read once per epoch (no per-step host synchronisation).
+
+    :param model: a Pyro model called as ``model(x, y, subsample)``.
+    :param guide: a guide with the same signature.
+    :param data: ``(x, y)`` tensors, or a :class:`~pyrozoo.data.TensorBatches`.
+    :param int epochs: total number of epochs (including those done before a resume).
+    :param objective: the ELBO (default :class:`ClosedFormKL_ELBO`).
+    :param int batch_size: minibatch size when ``data`` are tensors.
+    :param float lr: learning rate of the default optimizer.
+    :param optimizer: ``params -> torch.optim.Optimizer`` (default: fused Adam).
+    :param lr_schedule: ``epoch -> multiplier`` of the initial learning rate.
+    :param kl_schedule: a :class:`~pyrozoo.inference.schedules.KLSchedule`.
+    :param str estimator: ``"local"`` (local reparameterization), ``"flipout"`` or ``None``.
+    :param device: where to train (default: where the model is).
+    :param int seed: seeds Pyro, torch, numpy, random and the batch order.
+    :param checkpoint: file for periodic checkpoints (model, guide, param store, optimizer,
+        history, random states); with ``resume=True`` an existing one is continued from.
+        An interrupt (Ctrl-C) saves a checkpoint before re-raising.
+    :param int checkpoint_every: epochs between checkpoints.
+    :param bool progress: show a progress bar.
+    :param callback: ``f(epoch, row) -> stop?`` after every epoch; ``row`` is the history row.
+    :param float max_grad_norm: clip the global gradient norm.
+    :returns: the training history as a ``DataFrame`` (``epoch, loss, kl_scale, lr, seconds``).
+    """
+    if not isinstance(epochs, int) or epochs < 0:
+        raise ValueError(f"epochs must be a non-negative int, got {epochs!r}")
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"estimator must be one of 'local', 'flipout' or None, got {estimator!r}")
+    if checkpoint_every < 1:
+        raise ValueError("checkpoint_every must be >= 1")
+    objective = objective if objective is not None else ClosedFormKL_ELBO()
+    device = resolve_device(device, model)
+    if seed is not None:
+        set_seed(seed)
+
+    if isinstance(data, TensorBatches):
+        batches = data
+    else:
+        if len(data) != 2:
+            raise ValueError("data must be (x, y) tensors or a TensorBatches")
+        x, y = data
+        for name, t in (("x", x), ("y", y)):
+            if not torch.is_tensor(t):
+                raise TypeError(f"{name} must be a tensor, got {type(t).__name__}")
+            check_finite(f"training {name}", t)
+        batches = TensorBatches(x, y, batch_size=batch_size, seed=seed if seed is not None else 0)
+    batches.to(device)
+    likelihood = getattr(model, "likelihood", None)
+    if likelihood is not None and likelihood.dataset_size is None:
+        likelihood.dataset_size = batches.n
+    if isinstance(model, torch.nn.Module):
+        model.to(device)
+
+    first = next(iter(TensorBatches(*batches.tensors, batch_size=batches.batch_size, shuffle=False)))
+    if getattr(guide, "prototype_trace", True) is None:
+        with poutine.block():
+            guide(*first)  # creates the guide's parameters from a trace of the model
+    if isinstance(guide, torch.nn.Module):
+        guide.to(device)
+    history = []
+    start_epoch = 0
+    checkpoint = Path(checkpoint) if checkpoint is not None else None
+    state = None
+    if checkpoint is not None and resume and checkpoint.exists():
+        state = torch.load(checkpoint, map_location=device, weights_only=False)
+        _load_modules(state, model, guide)
+        start_epoch, history = state["epoch"], state["history"]
+    params = collect_parameters(model, guide, objective, first)
+    opt = (optimizer or (lambda p: default_optimizer(p, lr)))(params)
+    base_lrs = [group["lr"] for group in opt.param_groups]
+    if state is not None:
+        opt.load_state_dict(state["optimizer"])
+        batches.load_state_dict(state["batches"])
+        _set_rng_states(state["rng"])
+
+    def save(epoch):
+        if checkpoint is None:
+            return
+        checkpoint.parent.mkdir(parents=True, exist_ok=True)
+        _atomic_save(_state(epoch, history, model, guide, opt, batches), checkpoint)
+
+    num_batches = len(batches)
+    handler = ESTIMATORS[estimator]
+    epoch = start_epoch
+    bar = tqdm(range(start_epoch, epochs), initial=start_epoch, total=epochs, disable=not progress, desc="fit", dynamic_ncols=True)
+    try:
+        for epoch in bar:
+            if lr_schedule is not None:
+                factor = float(lr_schedule(epoch))
+                for group, base in zip(opt.param_groups, base_lrs):
+                    group["lr"] = base * factor
+            t0 = time.perf_counter()
+            total = torch.zeros((), device=device)
+            kl_scale = 1.0
+            for b, batch in enumerate(batches):
+                kl_scale = kl_schedule(epoch, b, num_batches) if kl_schedule is not None else 1.0
+                with ExitStack() as stack:
+                    if kl_scale != 1.0:
+                        stack.enter_context(latent_scale(kl_scale))
+                    if handler is not None:
+                        stack.enter_context(handler())
+                    loss = objective.differentiable_loss(model, guide, *batch)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                if max_grad_norm is not None:
+                    torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
+                opt.step()
+                total += loss.detach()
+            mean_loss = total.item() / num_batches
+            if not math.isfinite(mean_loss):
+                raise FloatingPointError(
+                    f"the loss became {mean_loss} in epoch {epoch}: lower the learning rate, clip gradients "
+                    "(max_grad_norm) or check the data and the prior's hyperparameters"
+                )
+            row = {"epoch": epoch + 1, "loss": mean_loss, "kl_scale": kl_scale, "lr": opt.param_groups[0]["lr"], "seconds": time.perf_counter() - t0}
+            history.append(row)
+            bar.set_postfix(loss=f"{mean_loss:.4g}")
+            if (epoch + 1) % checkpoint_every == 0 or epoch + 1 == epochs:
+                save(epoch + 1)
+            if callback is not None and callback(epoch, row):
+                save(epoch + 1)
+                break
+    except KeyboardInterrupt:
+        # an interrupted epoch is redone on resume, so save the state at its start
+        bar.close()
+        if checkpoint is not None and history:
+            save(history[-1]["epoch"])
+        raise
+    finally:
+        bar.close()
+    return pd.DataFrame(history, columns=["epoch", "loss", "kl_scale", "lr", "seconds"])
+
+
+def _rng_states() -> dict:
+    states = {"pyro": pyro.util.get_rng_state()}
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def _set_rng_states(states: dict) -> None:
+    pyro.util.set_rng_state(states["pyro"])
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+
+
+def _module_param_ids(*modules) -> set:
+    return {id(p) for m in modules if isinstance(m, torch.nn.Module) for p in m.parameters()}
+
+
+def _store_state_without(module_ids: set) -> dict:
+    """The param store's entries that are not parameters of the model or guide modules
+    (those travel in the modules' state dicts; saving them twice would, on load, leave the
+    store holding copies that the modules no longer use)."""
+    state = pyro.get_param_store().get_state()
+    keep = {k for k, v in state["params"].items() if id(v) not in module_ids}
+    return {"params": {k: state["params"][k] for k in keep}, "constraints": {k: state["constraints"][k] for k in keep}}
+
+
+def _state(epoch, history, model, guide, opt, batches) -> dict:
+    return {
+        "epoch": epoch,
+        "history": list(history),
+        "model": model.state_dict() if isinstance(model, torch.nn.Module) else None,
+        "guide": guide.state_dict() if isinstance(guide, torch.nn.Module) else None,
+        "param_store": _store_state_without(_module_param_ids(model, guide)),
+        "optimizer": opt.state_dict(),
+        "batches": batches.state_dict(),
+        "rng": _rng_states(),
+    }
+
+
+def _load_modules(state, model, guide) -> None:
+    if state.get("model") is not None:
+        model.load_state_dict(state["model"])
+    if state.get("guide") is not None:
+        guide.load_state_dict(state["guide"])
+    pyro.get_param_store().set_state(state["param_store"])

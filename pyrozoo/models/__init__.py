@@ -1,0 +1,33 @@
+"""Models: architectures (plain ``nn.Module``), priors (Pyro models over a module's
+parameters), likelihoods, and :class:`BayesianNeuralNetwork`, which combines them."""
+
+from pyrozoo.models.architectures import MLP, LeNet5, LeNet300100
+from pyrozoo.models.bnn import BayesianNeuralNetwork
+from pyrozoo.models.likelihoods import Categorical, Gaussian, Likelihood, PosteriorPredictive
+from pyrozoo.models.priors import (
+    FunctionPrior,
+    IIDPrior,
+    LayerwiseNormalPrior,
+    NormalPrior,
+    Prior,
+    ScaleMixturePrior,
+)
+from pyrozoo.models.selection import ParameterSelector
+
+__all__ = [
+    "BayesianNeuralNetwork",
+    "Prior",
+    "IIDPrior",
+    "NormalPrior",
+    "ScaleMixturePrior",
+    "LayerwiseNormalPrior",
+    "FunctionPrior",
+    "ParameterSelector",
+    "Likelihood",
+    "Gaussian",
+    "Categorical",
+    "PosteriorPredictive",
+    "MLP",
+    "LeNet300100",
+    "LeNet5",
+]

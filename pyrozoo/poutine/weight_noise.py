@@ -1,0 +1,226 @@
+"""Effect handlers that move Gaussian weight noise from the weights to the layer outputs.
+
+While a handler is active, every unobserved ``pyro.sample`` site whose distribution is a
+Normal (possibly wrapped in ``Independent``) returns a :class:`NormalWeight` stand-in
+instead of a sampled tensor. A stand-in remembers the Normal's ``loc`` and ``scale``.
+When it is the weight of a linear or convolution call, the handler's estimator computes
+the layer output directly:
+
+* local reparameterization (Kingma, Salimans & Welling 2015, eq. 6): sample each
+  pre-activation from its marginal ``N(x * mu, x^2 * sigma^2)``, independently per example;
+* flipout (Wen et al. 2018, eq. 3): one weight perturbation per minibatch, decorrelated
+  across examples by random sign flips of inputs and outputs.
+
+Used anywhere else (a weight penalty, ``log_prob`` in a Monte Carlo KL, printing), a
+stand-in turns into an ordinary sample ``loc + scale * eps``, drawn once and reused, so
+code that does not know about the handler still sees a correct sample of the site.
+The handlers work with any guide whose weight sites are Normal and any network that
+calls ``F.linear`` / ``F.conv{1,2,3}d`` (``nn.Linear``, ``nn.Conv*d``), without patching
+``torch.nn.functional``.
+"""
+
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from pyro.poutine.messenger import Messenger
+from torch.distributions import Independent, Normal
+
+_LAYER_FUNCS = {F.linear, F.conv1d, F.conv2d, F.conv3d}
+
+# Tensor attribute/metadata accessors that are answered by the stand-in itself
+# (it shares the loc's shape, dtype and device) instead of drawing a sample.
+_METADATA = {
+    torch.Tensor.shape.__get__,
+    torch.Tensor.dtype.__get__,
+    torch.Tensor.device.__get__,
+    torch.Tensor.requires_grad.__get__,
+    torch.Tensor.is_cuda.__get__,
+    torch.Tensor.ndim.__get__,
+    torch.Tensor.grad_fn.__get__,
+    torch.Tensor.layout.__get__,
+    torch.Tensor.is_sparse.__get__,
+    torch.Tensor.dim,
+    torch.Tensor.size,
+    torch.Tensor.numel,
+    torch.Tensor.nelement,
+    torch.Tensor.is_floating_point,
+    torch.Tensor.is_complex,
+    torch.Tensor.__len__,
+    torch.Tensor.element_size,
+    torch.Tensor.data_ptr,
+    torch.Tensor.is_contiguous,
+    torch.Tensor.stride,
+    torch.Tensor.get_device,
+}
+
+
+class NormalWeight(torch.Tensor):
+    """A lazily sampled ``Normal(loc, scale)`` tensor used as a layer weight.
+
+    Not created by users: the handlers below return it from ``pyro.sample``.
+    """
+
+    @staticmethod
+    def __new__(cls, base: Normal, shape: torch.Size, estimator: str):
+        loc = base.loc if base.loc.shape == shape else base.loc.expand(shape)
+        # Share loc's storage only for metadata; values are never read from it.
+        self = torch.Tensor._make_subclass(cls, loc.detach(), False)
+        self.base = base
+        self.loc = loc
+        self.estimator = estimator
+        self._sample: Optional[torch.Tensor] = None
+        return self
+
+    def materialize(self) -> torch.Tensor:
+        """An ordinary reparameterized sample of the weight (drawn once, then cached)."""
+        if self._sample is None:
+            with torch._C.DisableTorchFunctionSubclass():
+                self._sample = self.loc + self.scale * torch.randn_like(self.loc)
+        return self._sample
+
+    @property
+    def scale(self) -> torch.Tensor:
+        return self._expanded(self.base.scale)
+
+    @property
+    def variance(self) -> torch.Tensor:
+        # LogScaleNormal caches exp(2 log_scale), which the closed-form KL reuses
+        return self._expanded(self.base.variance)
+
+    def _expanded(self, t: torch.Tensor) -> torch.Tensor:
+        with torch._C.DisableTorchFunctionSubclass():
+            shape = self.loc.shape
+        return t if t.shape == shape else t.expand(shape)
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in _METADATA:
+            with torch._C.DisableTorchFunctionSubclass():
+                return func(*args, **kwargs)
+        if func in _LAYER_FUNCS:
+            out = _layer_output(func, args, kwargs)
+            if out is not NotImplemented:
+                return out
+        args, kwargs = _materialize_all(args), {k: _materialize_all(v) for k, v in kwargs.items()}
+        return func(*args, **kwargs)
+
+    def __repr__(self, *, tensor_contents=None):
+        return f"NormalWeight(shape={tuple(self.shape)}, estimator={self.estimator!r})"
+
+
+def _materialize_all(obj):
+    if isinstance(obj, NormalWeight):
+        return obj.materialize()
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_materialize_all(o) for o in obj)
+    return obj
+
+
+def _split_layer_args(func, args, kwargs):
+    args = list(args)
+    x = args.pop(0) if args else kwargs.pop("input")
+    weight = args.pop(0) if args else kwargs.pop("weight")
+    bias = args.pop(0) if args else kwargs.pop("bias", None)
+    return x, weight, bias, args, kwargs
+
+
+def _layer_output(func, args, kwargs):
+    """Output of ``func(x, W, b, ...)`` where ``W`` (and possibly ``b``) is a NormalWeight."""
+    x, weight, bias, rest, kwargs = _split_layer_args(func, args, dict(kwargs))
+    if not isinstance(weight, NormalWeight) or isinstance(x, NormalWeight):
+        return NotImplemented
+    expected_weight_dim = 2 if func is F.linear else {F.conv1d: 3, F.conv2d: 4, F.conv3d: 5}[func]
+    if weight.loc.dim() != expected_weight_dim:
+        return NotImplemented  # e.g. a batch of weights from vectorized particles
+    with torch._C.DisableTorchFunctionSubclass():
+        if weight.estimator == "local":
+            return _local_reparameterization(func, x, weight, bias, rest, kwargs)
+        return _flipout(func, x, weight, bias, rest, kwargs)
+
+
+def _local_reparameterization(func, x, weight, bias, rest, kwargs):
+    if isinstance(bias, NormalWeight):
+        bias_mean, bias_var = bias.loc, bias.variance
+    else:
+        bias_mean, bias_var = bias, None
+    mean = func(x, weight.loc, bias_mean, *rest, **kwargs)
+    var = func(x * x, weight.variance, bias_var, *rest, **kwargs)
+    # The clamp keeps sqrt's gradient finite where an input row is exactly zero (dead ReLUs).
+    std = var.clamp_min(torch.finfo(var.dtype).tiny).sqrt()
+    return mean + std * torch.randn_like(mean)
+
+
+def _random_signs(shape, like: torch.Tensor) -> torch.Tensor:
+    return torch.randint(0, 2, shape, device=like.device).to(like.dtype).mul_(2).sub_(1)
+
+
+def _flipout(func, x, weight, bias, rest, kwargs):
+    if isinstance(bias, NormalWeight):
+        bias = bias.materialize()
+    mean = func(x, weight.loc, bias, *rest, **kwargs)
+    perturbation = weight.scale * torch.randn_like(weight.loc)
+    # Signs per example and channel (constant over spatial positions for convolutions),
+    # so sign-flipping the conv input/output equals flipping the filter's in/out channels.
+    spatial = (1,) * (x.dim() - 2)
+    sign_in = _random_signs((x.shape[0], x.shape[1]) + spatial, x)
+    noise = func(x * sign_in, perturbation, None, *rest, **kwargs)
+    sign_out = _random_signs((noise.shape[0], noise.shape[1]) + spatial, noise)
+    return mean + noise * sign_out
+
+
+def normal_base(fn):
+    """The Normal inside ``fn`` (through ``Independent`` wrappers), or ``None``."""
+    while isinstance(fn, Independent):
+        fn = fn.base_dist
+    return fn if isinstance(fn, Normal) else None
+
+
+class WeightNoiseMessenger(Messenger):
+    """Base of the handlers that return :class:`NormalWeight` stand-ins for Normal sites."""
+
+    estimator = None
+
+    def _pyro_sample(self, msg):
+        if msg["value"] is not None or msg["is_observed"] or msg["infer"].get("enumerate"):
+            return
+        base = normal_base(msg["fn"])
+        if base is None:
+            return
+        msg["value"] = NormalWeight(base, msg["fn"].batch_shape + msg["fn"].event_shape, self.estimator)
+
+
+class LocalReparameterizationMessenger(WeightNoiseMessenger):
+    """Local reparameterization trick (Kingma, Salimans & Welling 2015, eq. 6) as a handler.
+
+    Inside the handler, linear and convolution layers whose weights come from a Normal
+    site output ``mu + sqrt(v) * eps`` with ``mu = f(x, loc_W) + loc_b`` and
+    ``v = f(x^2, scale_W^2) + scale_b^2``, ``eps`` independent per example and output.
+    The output's mean and per-unit variance equal those under weight sampling; outputs are
+    independent across examples, which removes the covariance term of the minibatch
+    gradient variance. For convolutions the noise is also independent across spatial
+    positions (mean-field over locations; the standard approximation of Molchanov et al. 2017).
+    """
+
+    estimator = "local"
+
+
+class FlipoutMessenger(WeightNoiseMessenger):
+    """Flipout (Wen et al. 2018, eq. 3) as a handler: one weight perturbation per
+    minibatch, decorrelated across examples by random sign flips. Outputs have exactly the
+    moments of per-example weight sampling."""
+
+    estimator = "flipout"
+
+
+def local_reparameterization(fn=None):
+    """``with local_reparameterization(): ...`` or ``local_reparameterization(model)``."""
+    msngr = LocalReparameterizationMessenger()
+    return msngr(fn) if fn is not None else msngr
+
+
+def flipout(fn=None):
+    """``with flipout(): ...`` or ``flipout(model)``."""
+    msngr = FlipoutMessenger()
+    return msngr(fn) if fn is not None else msngr

@@ -1,0 +1,75 @@
+"""Writing results: tables as CSV + Markdown, figures as PNG, summaries over runs.
+
+Example scripts write everything they report through these functions into
+``docs/results/`` (or ``--results-dir``), so nothing there is typed by hand.
+"""
+
+import math
+from pathlib import Path
+from typing import Iterable, Optional, Sequence, Union
+
+import pandas as pd
+
+DEFAULT_RESULTS_DIR = Path("docs") / "results"
+
+
+def to_markdown(df: pd.DataFrame, floatfmt: str = ".4g", index: bool = False) -> str:
+    """A GitHub-flavoured Markdown table (no dependency on ``tabulate``)."""
+    if index:
+        df = df.reset_index()
+
+    def fmt(v):
+        if isinstance(v, float):
+            return "" if math.isnan(v) else format(v, floatfmt)
+        return str(v)
+
+    header = [str(c) for c in df.columns]
+    rows = [[fmt(v) for v in row] for row in df.itertuples(index=False, name=None)]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+    line = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
+    out = [line(header), "| " + " | ".join("-" * w for w in widths) + " |"]
+    out.extend(line(r) for r in rows)
+    return "\n".join(out) + "\n"
+
+
+def save_table(df: pd.DataFrame, stem: str, results_dir: Union[str, Path, None] = None, *, title: Optional[str] = None, notes: Optional[str] = None, floatfmt: str = ".4g") -> Path:
+    """Writes ``<stem>.csv`` and ``<stem>.md`` (with optional title and notes); returns the CSV path."""
+    directory = Path(results_dir) if results_dir is not None else DEFAULT_RESULTS_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    csv_path = directory / f"{stem}.csv"
+    df.to_csv(csv_path, index=False)
+    parts = []
+    if title:
+        parts.append(f"# {title}\n")
+    parts.append(to_markdown(df, floatfmt))
+    if notes:
+        parts.append("\n" + notes.strip() + "\n")
+    (directory / f"{stem}.md").write_text("\n".join(parts))
+    return csv_path
+
+
+def save_figure(fig, stem: str, results_dir: Union[str, Path, None] = None, dpi: int = 120) -> Path:
+    directory = Path(results_dir) if results_dir is not None else DEFAULT_RESULTS_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{stem}.png"
+    fig.savefig(path, dpi=dpi, bbox_inches="tight")
+    return path
+
+
+def mean_and_stderr(df: pd.DataFrame, by: Sequence[str], columns: Iterable[str]) -> pd.DataFrame:
+    """Mean and standard error (std / sqrt(n), ddof=1) of ``columns`` grouped by ``by``,
+    with a column ``n`` counting the runs."""
+    columns = list(columns)
+    grouped = df.groupby(list(by), sort=False)
+    out = grouped[columns].mean()
+    n = grouped.size()
+    for c in columns:
+        se = grouped[c].std(ddof=1) / n.pow(0.5)
+        out[f"{c}_se"] = se.fillna(0.0)
+    out["n"] = n
+    ordered = [c for col in columns for c in (col, f"{col}_se")] + ["n"]
+    return out[ordered].reset_index()
+
+
+def format_mean_se(mean: float, se: float, digits: int = 2) -> str:
+    return f"{mean:.{digits}f} ± {se:.{digits}f}"

@@ -1,0 +1,31 @@
+"""Devices and seeds."""
+
+from typing import Optional, Union
+
+import pyro
+import torch
+
+
+def resolve_device(device: Union[str, torch.device, None] = None, module: Optional[torch.nn.Module] = None) -> torch.device:
+    """``device`` as a ``torch.device``; ``None`` means where ``module`` lives (or the CPU).
+
+    ``"auto"`` picks CUDA when available. Asking for CUDA on a machine without it is an error.
+    """
+    if device is None:
+        if isinstance(module, torch.nn.Module):
+            for t in list(module.parameters()) + list(module.buffers()):
+                return t.device
+        return torch.device("cpu")
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"device {device} requested but CUDA is not available on this machine")
+    return device
+
+
+def set_seed(seed: int) -> None:
+    """Seeds Python's, NumPy's and torch's generators (through ``pyro.set_rng_seed``)."""
+    if not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    pyro.set_rng_seed(seed)

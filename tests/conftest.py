@@ -1,0 +1,45 @@
+"""Shared test configuration: devices, dtypes, seeding, slow tests.
+
+Tests are parametrized over ``device`` (``cpu``, plus ``cuda`` when available) and, where
+precision matters, ``dtype``. Long experiments carry ``@pytest.mark.slow`` and run only
+with ``--runslow``; each has a fast variant that always runs.
+"""
+
+import pyro
+import pytest
+import torch
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+DTYPES = [torch.float32, torch.float64]
+
+
+def pytest_addoption(parser):
+    parser.addoption("--runslow", action="store_true", default=False, help="run tests marked slow")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--runslow"):
+        return
+    skip = pytest.mark.skip(reason="slow: run with --runslow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_pyro_state():
+    pyro.clear_param_store()
+    pyro.set_rng_seed(0)
+    pyro.enable_validation(True)
+    yield
+    pyro.clear_param_store()
+
+
+@pytest.fixture(params=DEVICES)
+def device(request):
+    return torch.device(request.param)
+
+
+@pytest.fixture(params=DTYPES, ids=["float32", "float64"])
+def dtype(request):
+    return request.param
