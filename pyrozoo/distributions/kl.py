@@ -5,6 +5,8 @@ Objectives (:class:`pyrozoo.inference.ClosedFormKL_ELBO`, Pyro's ``TraceMeanFiel
 find these through ``kl_divergence`` and fall back to Monte Carlo where none is registered.
 """
 
+import math
+
 import pyro.distributions as dist
 import torch
 from torch.distributions import register_kl
@@ -89,6 +91,32 @@ def _kl_logscalenormal_normal(q, p):
 @register_kl(LogScaleNormal, LogScaleNormal)
 def _kl_logscalenormal_logscalenormal(q, p):
     return _NormalKL.apply(q.loc, q.log_scale, q.variance, p.loc, p.scale)
+
+
+_HALF_LOG_2PI_E = 0.5 * (1.0 + math.log(2 * math.pi))
+
+
+@register_kl(torch.distributions.LogNormal, torch.distributions.Gamma)
+def _kl_lognormal_gamma(q, p):
+    r"""``KL(LogNormal(mu, s^2) || Gamma(a, rate r))``
+    ``= log Gamma(a) - a log r - a mu + r exp(mu + s^2/2) - log s - (1 + log 2 pi) / 2``
+    (Louizos et al. 2017, appendix; the half-Cauchy scales of BC-GHS and RDP)."""
+    mu, s = q.loc, q.scale
+    a, r = p.concentration, p.rate
+    return torch.lgamma(a) - a * torch.log(r) - a * mu + r * torch.exp(mu + 0.5 * s * s) - torch.log(s) - _HALF_LOG_2PI_E
+
+
+@register_kl(torch.distributions.LogNormal, torch.distributions.InverseGamma)
+def _kl_lognormal_inverse_gamma(q, p):
+    r"""``KL(LogNormal(mu, s^2) || InverseGamma(a, scale b))``
+    ``= log Gamma(a) - a log b + a mu + b exp(-mu + s^2/2) - log s - (1 + log 2 pi) / 2``.
+
+    The inverse gamma's density is proportional to ``x^(-a-1) exp(-b / x)``; torch and Pyro
+    call ``b`` its ``rate``. (The RDP reference code's version of this and the previous KL is
+    off by ``log(pi) / 2``.)"""
+    mu, s = q.loc, q.scale
+    a, b = p.concentration, p.rate
+    return torch.lgamma(a) - a * torch.log(b) + a * mu + b * torch.exp(-mu + 0.5 * s * s) - torch.log(s) - _HALF_LOG_2PI_E
 
 
 # ---------------------------------------------------------------------------------------
