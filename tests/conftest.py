@@ -9,6 +9,10 @@ import pyro
 import pytest
 import torch
 
+# One intra-op thread: the tests use small tensors, for which thread synchronisation costs
+# more than it saves, and under a loaded machine (or pytest-xdist) it can cost 100x.
+torch.set_num_threads(1)
+
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 DTYPES = [torch.float32, torch.float64]
 

@@ -24,3 +24,6 @@ __all__ = [
     "check_finite",
     "check_same_length",
 ]
+from pyrozoo.data.cifar import find_cifar10, load_cifar10  # noqa: E402
+
+__all__ += ["load_cifar10", "find_cifar10"]

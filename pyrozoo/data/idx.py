@@ -31,6 +31,8 @@ def read_idx(path: Union[str, Path], expected_magic: int) -> np.ndarray:
     if magic != expected_magic:
         raise ValueError(f"{path}: IDX magic number {magic}, expected {expected_magic}")
     ndim = magic & 0xFF
+    if len(raw) < 4 + 4 * ndim:
+        raise ValueError(f"{path}: truncated IDX header ({len(raw)} bytes for {ndim} dimensions)")
     dims = struct.unpack(">" + "i" * ndim, raw[4 : 4 + 4 * ndim])
     data = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
     if data.size != int(np.prod(dims)):

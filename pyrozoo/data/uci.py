@@ -37,7 +37,7 @@ def _read_numbers(path: Path, dtype=float) -> np.ndarray:
             if not fields:
                 continue
             try:
-                rows.append([dtype(v) if dtype is float else int(float(v)) for v in fields])
+                rows.append([float(v) if dtype is float else _parse_int(v) for v in fields])
             except ValueError as e:
                 raise ValueError(f"{path}:{lineno}: malformed number ({e})") from None
     if not rows:
@@ -46,6 +46,13 @@ def _read_numbers(path: Path, dtype=float) -> np.ndarray:
     if len(widths) > 1:
         raise ValueError(f"{path}: rows have different numbers of fields {sorted(widths)}")
     return np.asarray(rows, dtype=np.float64 if dtype is float else np.int64)
+
+
+def _parse_int(text: str) -> int:
+    value = float(text)
+    if not value.is_integer():
+        raise ValueError(f"{text!r} is not an integer")
+    return int(value)
 
 
 def _read_int(path: Path) -> int:
@@ -121,8 +128,12 @@ class UCIDataset:
         features = _read_numbers(folder / "index_features.txt", int).ravel()
         target = _read_numbers(folder / "index_target.txt", int).ravel()
         ncol = data.shape[1]
-        if features.max(initial=-1) >= ncol or target.max(initial=-1) >= ncol or target.size != 1:
-            raise ValueError(f"{folder}: feature/target indices do not fit data.txt's {ncol} columns")
+        if target.size != 1:
+            raise ValueError(f"{folder / 'index_target.txt'} must hold exactly one column index")
+        if features.size == 0 or features.min() < 0 or features.max() >= ncol or not 0 <= target[0] < ncol:
+            raise ValueError(f"{folder}: feature/target indices do not fit data.txt's columns 0..{ncol - 1}")
+        if int(target[0]) in set(features.tolist()):
+            raise ValueError(f"{folder}: the target column {int(target[0])} is also listed as a feature")
         self.x = data[:, features]
         self.y = data[:, int(target[0])]
         self.n_splits = _read_int(folder / "n_splits.txt")
@@ -143,7 +154,11 @@ class UCIDataset:
         x_train, y_train = self.x[train], self.y[train]
         x_test, y_test = self.x[test], self.y[test]
         x_mean, x_std = x_train.mean(0), x_train.std(0)
-        x_std[x_std == 0] = 1.0  # constant features (e.g. in Naval) stay constant, not NaN
+        # Constant features (e.g. in Naval) map to 0, not to rounding noise divided by a
+        # rounding-sized std: detect them exactly, by their range.
+        constant = np.ptp(x_train, axis=0) == 0
+        x_mean[constant] = x_train[0, constant]
+        x_std[constant] = 1.0
         y_mean, y_std = float(y_train.mean()), float(y_train.std())
         if y_std == 0:
             raise ValueError(f"{self.name} split {k}: the training targets are constant")

@@ -57,7 +57,8 @@ class _NormalKL(torch.autograd.Function):
         sp_c = _compact(sp)
         inv_var_p = (sp_c * sp_c).reciprocal()
         diff = mq - _compact(mp)
-        kl = (diff * diff).add_(vq).mul_(0.5 * inv_var_p).sub_(log_sq).add_(sp_c.log() - 0.5)
+        # out-of-place first: the prior may broadcast q to a larger shape
+        kl = (diff * diff + vq) * (0.5 * inv_var_p) - log_sq + (sp_c.log() - 0.5)
         ctx.save_for_backward(diff, vq, sp_c, inv_var_p)
         ctx.shapes = (mq.shape, log_sq.shape, vq.shape, mp.shape, sp.shape)
         return kl
@@ -210,3 +211,100 @@ def _summed_kl_logscalenormal_normal(q, p):
     if prior is None or q.loc.shape != q.batch_shape or q.log_scale.shape != q.batch_shape:
         return None
     return _SummedNormalKL.apply(q.loc, q.log_scale, q.variance, *prior)
+
+
+# ---------------------------------------------------------------------------------------
+# Variational dropout: Normal posteriors against the log-uniform and ARD priors
+# (Molchanov et al. 2017; Neklyudov et al. 2019; Molchanov 2022, eqs. 7-8).
+# ---------------------------------------------------------------------------------------
+
+from pyrozoo.distributions.ard import ARDNormal  # noqa: E402
+from pyrozoo.distributions.dropout_normal import DropoutNormal  # noqa: E402
+from pyrozoo.distributions.log_uniform import LogUniformImproper  # noqa: E402
+
+#: coefficients of the sigmoid approximation of the thesis' eq. 8
+LOG_UNIFORM_KL_K1, LOG_UNIFORM_KL_K2, LOG_UNIFORM_KL_K3 = 0.63576, 1.87320, 1.48695
+#: range to which log alpha is clipped when it is derived from a plain Normal's loc and scale
+LOG_ALPHA_CLIP = (-8.0, 8.0)
+
+
+def log_alpha_of(q) -> torch.Tensor:
+    """``log alpha = log(sigma^2 / mu^2)`` of a Normal: carried by a :class:`DropoutNormal`,
+    else computed and clipped to :data:`LOG_ALPHA_CLIP` (Molchanov et al.'s code; a mean of
+    exactly zero gives the upper bound)."""
+    if isinstance(q, DropoutNormal):
+        return q.log_alpha
+    log_var = 2 * q.log_scale if isinstance(q, LogScaleNormal) else 2 * q.scale.log()
+    tiny = torch.finfo(q.loc.dtype).tiny
+    return (log_var - (q.loc * q.loc).clamp_min(tiny).log()).clamp(*LOG_ALPHA_CLIP)
+
+
+class _LogUniformKL(torch.autograd.Function):
+    """Elementwise ``k1 - k1 sigmoid(k2 + k3 l) + log(1 + exp(-l)) / 2`` with the derivative
+    ``-k1 k3 s (1 - s) - sigmoid(-l) / 2`` (``s = sigmoid(k2 + k3 l)``) computed in the same
+    pass: on weight-sized tensors autograd's chain of ten small kernels cost more than the
+    layer's matrix products."""
+
+    @staticmethod
+    def forward(ctx, log_alpha):
+        # log(1 + exp(-l)) = max(-l, 0) + log1p(exp(-|l|)): finite for any l, 0 at l = +inf
+        softplus = torch.exp(-log_alpha.abs()).log1p_().add_(torch.relu(-log_alpha))
+        s = torch.sigmoid(LOG_UNIFORM_KL_K2 + LOG_UNIFORM_KL_K3 * log_alpha)
+        kl = softplus.mul_(0.5).sub_(s * LOG_UNIFORM_KL_K1).add_(LOG_UNIFORM_KL_K1)
+        if ctx.needs_input_grad[0]:
+            # sigmoid(-l) = e / (1 + e) = 1 / (1 + exp(l)), written to stay finite for large |l|
+            sig_neg = torch.sigmoid(-log_alpha)
+            ctx.save_for_backward(s.mul_(s.neg().add_(1.0)).mul_(-LOG_UNIFORM_KL_K1 * LOG_UNIFORM_KL_K3).sub_(sig_neg.mul_(0.5)))
+        return kl
+
+    @staticmethod
+    def backward(ctx, grad):
+        (derivative,) = ctx.saved_tensors
+        return grad * derivative
+
+
+def kl_log_uniform_from_log_alpha(log_alpha: torch.Tensor) -> torch.Tensor:
+    r"""``KL(N(theta, alpha theta^2) || LogU) ~ k1 - k1 sigmoid(k2 + k3 log alpha) + 1/2 log(1 + 1/alpha)``
+    (the negative of the thesis' eq. 8 with the constant ``-k1`` of Molchanov et al.'s code,
+    so that the KL tends to 0 as alpha -> infinity), elementwise."""
+    return _LogUniformKL.apply(log_alpha)
+
+
+def kl_ard_from_log_alpha(log_alpha: torch.Tensor) -> torch.Tensor:
+    """``KL(N(mu, sigma^2) || N(0, mu^2 + sigma^2)) = 1/2 log(1 + 1/alpha)``, elementwise."""
+    return 0.5 * torch.nn.functional.softplus(-log_alpha)
+
+
+def _broadcast_sum(fn, t: torch.Tensor) -> torch.Tensor:
+    """``fn(t).sum()`` evaluated on the distinct entries of a broadcast ``t`` (shared dropout
+    rates of a layer or a neuron) and multiplied by how often each one repeats."""
+    index = [slice(None) if stride or size == 1 else slice(0, 1) for size, stride in zip(t.shape, t.stride())]
+    distinct = t[tuple(index)]
+    return fn(distinct).sum() * (t.numel() // max(distinct.numel(), 1))
+
+
+@register_kl(dist.Normal, LogUniformImproper)
+def _kl_normal_log_uniform(q, p):
+    return kl_log_uniform_from_log_alpha(log_alpha_of(q)).expand(torch.broadcast_shapes(q.batch_shape, p.batch_shape))
+
+
+@register_kl(dist.Normal, ARDNormal)
+def _kl_normal_ard(q, p):
+    return kl_ard_from_log_alpha(log_alpha_of(q)).expand(torch.broadcast_shapes(q.batch_shape, p.batch_shape))
+
+
+def _summed_log_uniform(q, p):
+    if q.batch_shape != p.batch_shape:
+        return None
+    return _broadcast_sum(kl_log_uniform_from_log_alpha, log_alpha_of(q))
+
+
+def _summed_ard(q, p):
+    if q.batch_shape != p.batch_shape:
+        return None
+    return _broadcast_sum(kl_ard_from_log_alpha, log_alpha_of(q))
+
+
+for _q_type in (dist.Normal, torch.distributions.Normal, LogScaleNormal, DropoutNormal):
+    register_summed_kl(_q_type, LogUniformImproper)(_summed_log_uniform)
+    register_summed_kl(_q_type, ARDNormal)(_summed_ard)

@@ -55,7 +55,9 @@ class LogScaleNormal(Normal):
     def log_prob(self, value):
         if self._validate_args:
             self._validate_sample(value)
-        return -0.5 * (value - self.loc) ** 2 / self.variance - self.log_scale - _HALF_LOG_2PI
+        # standardise with exp(-log_scale): stays finite where the variance underflows
+        z = (value - self.loc) * torch.exp(-self.log_scale)
+        return -0.5 * z * z - self.log_scale - _HALF_LOG_2PI
 
     def entropy(self):
         return self.log_scale + (0.5 + _HALF_LOG_2PI)

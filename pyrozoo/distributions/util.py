@@ -15,11 +15,15 @@ def distribution_to(d: Distribution, device=None, dtype=None) -> Distribution:
         return distribution_to(d.base_dist, device, dtype).to_event(d.reinterpreted_batch_ndims)
     kwargs = {}
     for name in d.arg_constraints:
-        if name not in d.__dict__:
-            continue
         if name == "probs" and "logits" in d.__dict__:
             continue
-        value = d.__dict__[name]
+        if name in ("probs", "logits") and name not in d.__dict__:
+            continue  # the parameterisation this instance was not built with
+        # most families store their parameters on the instance; transformed ones
+        # (LogNormal, InverseGamma, HalfCauchy, ...) expose them as properties
+        value = d.__dict__[name] if name in d.__dict__ else getattr(d, name, None)
+        if value is None:
+            continue
         if torch.is_tensor(value):
             value = value.to(device=device, dtype=dtype if value.is_floating_point() else None)
         kwargs[name] = value

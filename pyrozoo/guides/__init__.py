@@ -6,3 +6,6 @@ from pyrozoo.guides.delta import DeltaGuide
 from pyrozoo.guides.mean_field import MeanFieldNormalGuide
 
 __all__ = ["SitewiseGuide", "MeanFieldNormalGuide", "DeltaGuide", "init_to_network", "normal_on_support"]
+from pyrozoo.guides.semi_implicit import SemiImplicitGuide  # noqa: E402
+
+__all__ += ["SemiImplicitGuide"]

@@ -66,11 +66,13 @@ class SiteInfo:
 
     @property
     def family(self) -> str:
-        """``"real"`` (Normal), ``"positive"`` (LogNormal) or ``"transformed"``."""
+        """``"real"`` (Normal), ``"positive"`` (LogNormal: supports mapped by ``exp``, e.g.
+        positive and nonnegative) or ``"transformed"``."""
         base = _base_constraint(self.support)
         if base is constraints.real:
             return "real"
-        if base is constraints.positive:
+        # (0, inf) and [0, inf), with or without an explicit lower bound of 0
+        if getattr(base, "lower_bound", None) == 0 and not hasattr(base, "upper_bound"):
             return "positive"
         return "transformed"
 

@@ -52,6 +52,27 @@ def collect_parameters(model, guide, objective: ELBO, args) -> list:
     return list(params.values())
 
 
+def training_step(model, guide, objective: ELBO, optimizer: torch.optim.Optimizer, batch: tuple, *, kl_scale: float = 1.0, estimator: Optional[str] = None, params: Optional[list] = None, max_grad_norm: Optional[float] = None) -> torch.Tensor:
+    """One optimisation step of :func:`fit` on ``batch``; returns the (detached) loss.
+
+    :param kl_scale: weight of the latent (KL) part, applied with :func:`~pyrozoo.poutine.latent_scale`.
+    :param estimator: ``"local"``, ``"flipout"`` or ``None`` (handler around the objective).
+    """
+    handler = ESTIMATORS[estimator]
+    with ExitStack() as stack:
+        if kl_scale != 1.0:
+            stack.enter_context(latent_scale(kl_scale))
+        if handler is not None:
+            stack.enter_context(handler())
+        loss = objective.differentiable_loss(model, guide, *batch)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if max_grad_norm is not None:
+        torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
+    optimizer.step()
+    return loss.detach()
+
+
 def _atomic_save(obj, path: Path) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     torch.save(obj, tmp)
@@ -167,7 +188,6 @@ def fit(
         _atomic_save(_state(epoch, history, model, guide, opt, batches), checkpoint)
 
     num_batches = len(batches)
-    handler = ESTIMATORS[estimator]
     epoch = start_epoch
     bar = tqdm(range(start_epoch, epochs), initial=start_epoch, total=epochs, disable=not progress, desc="fit", dynamic_ncols=True)
     try:
@@ -181,18 +201,7 @@ def fit(
             kl_scale = 1.0
             for b, batch in enumerate(batches):
                 kl_scale = kl_schedule(epoch, b, num_batches) if kl_schedule is not None else 1.0
-                with ExitStack() as stack:
-                    if kl_scale != 1.0:
-                        stack.enter_context(latent_scale(kl_scale))
-                    if handler is not None:
-                        stack.enter_context(handler())
-                    loss = objective.differentiable_loss(model, guide, *batch)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                if max_grad_norm is not None:
-                    torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
-                opt.step()
-                total += loss.detach()
+                total += training_step(model, guide, objective, opt, batch, kl_scale=kl_scale, estimator=estimator, params=params, max_grad_norm=max_grad_norm)
             mean_loss = total.item() / num_batches
             if not math.isfinite(mean_loss):
                 raise FloatingPointError(

@@ -31,3 +31,13 @@ __all__ = [
     "LeNet300100",
     "LeNet5",
 ]
+from pyrozoo.models.vae import VAE, AggregatedPosteriorPrior, AmortizedNormalGuide, GaussianEncoder, StandardNormalLatentPrior, VampPrior  # noqa: E402
+
+__all__ += ["VAE", "GaussianEncoder", "AmortizedNormalGuide", "StandardNormalLatentPrior", "VampPrior", "AggregatedPosteriorPrior"]
+from pyrozoo.models.architectures import ResNet20, TwoConvTwoFCNet  # noqa: E402
+from pyrozoo.models.spike_and_slab import SpikeAndSlabPrior, SSGLState  # noqa: E402
+
+__all__ += ["TwoConvTwoFCNet", "ResNet20", "SpikeAndSlabPrior", "SSGLState"]
+from pyrozoo.models.normal_gamma_prior import NormalGammaPrior  # noqa: E402
+
+__all__ += ["NormalGammaPrior"]

@@ -65,3 +65,85 @@ class LeNet5(nn.Module):
         x = self.pool(self.act(self.conv2(x)))
         x = self.act(self.fc1(x.flatten(1)))
         return self.fc2(x)
+
+
+class TwoConvTwoFCNet(nn.Module):
+    """The "2-Conv-2-FC" CNN of Deng et al. (2019, Sec. 5.2; ~680K parameters): conv 32@5x5
+    (padding 2), maxpool 2, conv 64@5x5 (padding 2), maxpool 2, FC 3136-200, FC 200-10, ReLU.
+
+    :param float dropout: dropout rate on the hidden units after ``fc1`` (the paper's
+        "Dropout" baseline uses 0.5).
+    """
+
+    def __init__(self, in_channels: int = 1, num_classes: int = 10, dropout: float = 0.0):
+        super().__init__()
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        self.conv1 = nn.Conv2d(in_channels, 32, 5, padding=2)
+        self.conv2 = nn.Conv2d(32, 64, 5, padding=2)
+        self.fc1 = nn.Linear(64 * 7 * 7, 200)
+        self.fc2 = nn.Linear(200, num_classes)
+        self.act = nn.ReLU()
+        self.pool = nn.MaxPool2d(2)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        if x.dim() == 3:
+            x = x.unsqueeze(1)
+        if x.dim() != 4 or x.shape[-2:] != (28, 28):
+            raise ValueError(f"TwoConvTwoFCNet expects images of shape (n, C, 28, 28), got {tuple(x.shape)}")
+        x = self.pool(self.act(self.conv1(x)))
+        x = self.pool(self.act(self.conv2(x)))
+        x = self.dropout(self.act(self.fc1(x.flatten(1))))
+        return self.fc2(x)
+
+
+class _BasicBlock(nn.Module):
+    def __init__(self, in_planes: int, planes: int, stride: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_planes, planes, 3, stride=stride, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = nn.Conv2d(planes, planes, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.act = nn.ReLU()
+        self.downsample = None
+        if stride != 1 or in_planes != planes:
+            self.downsample = nn.Sequential(nn.Conv2d(in_planes, planes, 1, stride=stride, bias=False), nn.BatchNorm2d(planes))
+
+    def forward(self, x):
+        out = self.act(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return self.act(out + (x if self.downsample is None else self.downsample(x)))
+
+
+class ResNet20(nn.Module):
+    """ResNet-20 for 32x32 images (He et al. 2016, Sec. 4.2): a 3x3 convolution, three stages
+    of three basic blocks (16, 32, 64 channels), global average pooling and a linear layer;
+    projection (1x1 convolution + BatchNorm) shortcuts where the shape changes. 272,474
+    parameters, 267,264 of them in the 18 3x3 convolutions of the blocks (the layers Deng
+    et al. 2019 prune)."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 3):
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_channels, 16, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(16)
+        self.act = nn.ReLU()
+        stages, in_planes = [], 16
+        for planes, stride in ((16, 1), (32, 2), (64, 2)):
+            blocks = []
+            for b in range(3):
+                blocks.append(_BasicBlock(in_planes, planes, stride if b == 0 else 1))
+                in_planes = planes
+            stages.append(nn.Sequential(*blocks))
+        self.layer1, self.layer2, self.layer3 = stages
+        self.fc = nn.Linear(64, num_classes)
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+
+    def forward(self, x):
+        if x.dim() != 4 or x.shape[-2:] != (32, 32):
+            raise ValueError(f"ResNet20 expects images of shape (n, C, 32, 32), got {tuple(x.shape)}")
+        x = self.act(self.bn1(self.conv1(x)))
+        x = self.layer3(self.layer2(self.layer1(x)))
+        return self.fc(x.mean((2, 3)))

@@ -75,7 +75,8 @@ class Likelihood:
         """``(N / n) sum_i log p(y_i | f_i)``: what the observation site contributes to an
         ELBO or log-joint (the same quantity Pyro computes from the site under the plate)."""
         n = predictions.shape[0]
-        lp = self.predictive_distribution(predictions, **latents).log_prob(self.check_obs(predictions, obs)).sum()
+        obs = self.check_obs(predictions, obs)
+        lp = self.predictive_distribution(predictions, **latents).log_prob(obs).sum()
         N = self.dataset_size
         if N is None:
             return lp
@@ -126,7 +127,8 @@ class Likelihood:
         lps = []
         for s in range(S):
             latents = {k: v[s] for k, v in latent_samples.items()}
-            lps.append(self.predictive_distribution(prediction_samples[s], **latents).log_prob(self.check_obs(prediction_samples[s], obs)))
+            obs_s = self.check_obs(prediction_samples[s], obs)
+            lps.append(self.predictive_distribution(prediction_samples[s], **latents).log_prob(obs_s))
         return torch.logsumexp(torch.stack(lps), 0) - math.log(S)
 
 

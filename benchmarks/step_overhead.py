@@ -1,0 +1,128 @@
+"""Cost of one SVI step of a Bayesian network relative to a deterministic PyTorch step.
+
+Every case times one optimisation step on the same minibatch in the same process
+(interleaved rounds, medians; see ``timing.py``) and is reported as a ratio to the
+deterministic step of the same architecture with the same optimizer (fused Adam).
+
+The pyrozoo cases run exactly the step of ``pyrozoo.inference.fit``
+(:func:`pyrozoo.inference.training_step`). For scale, the table also shows the stock
+Pyro recipe (``AutoNormal`` + ``Trace_ELBO`` + ``pyro.optim.Adam`` through ``SVI``).
+
+    python benchmarks/step_overhead.py                  # LeNet-300-100, batch 100
+    python benchmarks/step_overhead.py --cases mfvi-lrt --rounds 30
+"""
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Callable, Dict
+
+import pyro
+import pyro.distributions as dist
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timing import interleaved_medians  # noqa: E402
+
+from pyrozoo.guides import MeanFieldNormalGuide  # noqa: E402
+from pyrozoo.inference import ClosedFormKL_ELBO, default_optimizer, training_step  # noqa: E402
+from pyrozoo.models import BayesianNeuralNetwork, Categorical, LeNet5, LeNet300100, NormalPrior  # noqa: E402
+from pyrozoo.reporting import to_markdown  # noqa: E402
+
+ARCHS = {"lenet300": (LeNet300100, (784,)), "lenet5": (LeNet5, (1, 28, 28))}
+NUM_TRAIN = 60000
+
+
+def deterministic_step(arch, x, y, fused=True) -> Callable[[], None]:
+    net = ARCHS[arch][0]().to(x.device)
+    opt = default_optimizer(net.parameters(), 1e-3) if fused else torch.optim.Adam(net.parameters(), 1e-3)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        F.cross_entropy(net(x), y).backward()
+        opt.step()
+
+    return step
+
+
+def pyrozoo_step(arch, x, y, estimator) -> Callable[[], None]:
+    model = BayesianNeuralNetwork(ARCHS[arch][0]().to(x.device), NormalPrior(1.0), Categorical(NUM_TRAIN))
+    guide = MeanFieldNormalGuide(model, init_scale=1e-3)
+    guide(x, y)
+    objective = ClosedFormKL_ELBO()
+    params = [p for p in guide.parameters()]
+    opt = default_optimizer(params, 1e-3)
+    return lambda: training_step(model, guide, objective, opt, (x, y), estimator=estimator)
+
+
+def stock_pyro_step(arch, x, y) -> Callable[[], None]:
+    from pyro.infer import SVI, Trace_ELBO
+    from pyro.infer.autoguide import AutoNormal
+    from pyro.nn import PyroModule, PyroSample
+
+    net = ARCHS[arch][0]().to(x.device)
+    pyro.nn.module.to_pyro_module_(net)
+    for module in net.modules():
+        for name, p in list(module.named_parameters(recurse=False)):
+            setattr(module, name, PyroSample(dist.Normal(torch.zeros((), device=x.device), 1.0).expand(p.shape).to_event(p.dim())))
+
+    def model(x, y):
+        logits = net(x)
+        with pyro.plate("data", NUM_TRAIN, subsample=torch.arange(len(x), device=x.device)):
+            pyro.sample("obs", dist.Categorical(logits=logits), obs=y)
+
+    guide = AutoNormal(model, init_scale=1e-3)
+    svi = SVI(model, guide, pyro.optim.Adam({"lr": 1e-3}), Trace_ELBO())
+    return lambda: svi.step(x, y)
+
+
+#: name -> (description, factory(arch, x, y) -> step). Other methods add their cases here.
+CASES: Dict[str, tuple] = {
+    "deterministic (default Adam)": ("plain PyTorch step, torch.optim.Adam defaults", lambda a, x, y: deterministic_step(a, x, y, fused=False)),
+    "mfvi-weight-sampling": ("pyrozoo mean-field VI, one weight sample per minibatch", lambda a, x, y: pyrozoo_step(a, x, y, None)),
+    "mfvi-lrt": ("pyrozoo mean-field VI, local reparameterization", lambda a, x, y: pyrozoo_step(a, x, y, "local")),
+    "mfvi-flipout": ("pyrozoo mean-field VI, flipout", lambda a, x, y: pyrozoo_step(a, x, y, "flipout")),
+    "stock-pyro": ("Pyro AutoNormal + Trace_ELBO + pyro.optim.Adam via SVI", stock_pyro_step),
+    "sparse-vd-lrt": ("Sparse VD (log-uniform prior, additive guide), local reparameterization", lambda a, x, y: __import__("sparse_vd_step").sparse_vd_step(a, x, y)),
+}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--arch", choices=sorted(ARCHS), default="lenet300")
+    parser.add_argument("--batch-size", type=int, default=100)
+    parser.add_argument("--cases", default="all", help="comma-separated case names or 'all'")
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--steps", type=int, default=30, help="steps per case per round")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    pyro.enable_validation(False)
+    torch.manual_seed(0)
+    shape = ARCHS[args.arch][1]
+    x = torch.rand(args.batch_size, *shape, device=device)
+    y = torch.randint(0, 10, (args.batch_size,), device=device)
+    names = list(CASES) if args.cases == "all" else [c.strip() for c in args.cases.split(",")]
+    steps = {"deterministic": deterministic_step(args.arch, x, y)}
+    for name in names:
+        if name not in CASES:
+            sys.exit(f"unknown case {name!r}; available: {', '.join(CASES)}")
+        steps[name] = CASES[name][1](args.arch, x, y)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    medians = interleaved_medians(steps, rounds=args.rounds, steps=args.steps, sync=sync)
+    base = medians["deterministic"]
+    import pandas as pd
+
+    rows = [{"case": "deterministic", "description": "plain PyTorch step, fused Adam (baseline)", "ms_per_step": base * 1e3, "ratio": 1.0}]
+    rows += [{"case": n, "description": CASES[n][0], "ms_per_step": medians[n] * 1e3, "ratio": medians[n] / base} for n in names]
+    print(f"{args.arch}, batch {args.batch_size}, {device}, torch threads {torch.get_num_threads()}")
+    print(to_markdown(pd.DataFrame(rows), floatfmt=".3g"))
+    return rows
+
+
+if __name__ == "__main__":
+    main()

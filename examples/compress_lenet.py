@@ -1,0 +1,186 @@
+"""Compressing LeNet-300-100 / LeNet-5-Caffe on MNIST with the zoo's sparsifying methods.
+
+For every (method, architecture, seed): train, prune, export the compressed network (units
+removed, see ``pyrozoo.compression``), and evaluate *that* network on the MNIST test set.
+Writes one CSV row per run to ``--out`` with the columns
+
+    method, arch, dataset, seed, test_error, params_total, params_kept, compression_ratio,
+    flops, pruned_architecture
+
+(``test_error`` in percent; parameters are weights, FLOPs are multiply-accumulates of the
+kept weights per example — the convention of ``pyrozoo/compression/counting.py``), and
+prints and saves (``<results-dir>/<table stem>.{csv,md}``) a table of these rows beside the
+published ones, which are labelled as published.
+
+Examples::
+
+    python examples/compress_lenet.py --method sparse-vd --arch lenet300 --out results.csv
+    python examples/compress_lenet.py --method bc-gnj,bc-ghs --arch lenet5 --epochs 30
+    python examples/compress_lenet.py --summarize a.csv b.csv --table-stem compress_lenet
+    python examples/compress_lenet.py --quick          # smoke run used by the tests
+
+Methods register in ``pyrozoo/experiments/compress_*.py`` (``--list-methods``); a module may
+define ``PUBLISHED``, a list of dicts with ``method, arch, test_error, compression_ratio`` and
+optional ``per_layer_sparsity, pruned_architecture, bits, flops, source``.
+"""
+
+import argparse
+import importlib
+import json
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from pyrozoo.cli import add_common_arguments, device_from_args
+from pyrozoo.data import load_mnist
+from pyrozoo.experiments.lenet import ARCHITECTURES, CSV_COLUMNS, CompressionConfig, available_methods
+from pyrozoo.reporting import save_table, to_markdown
+from pyrozoo.utils import set_seed
+
+TABLE_COLUMNS = ["method", "arch", "source", "test_error", "compression_ratio", "params_kept", "flops", "pruned_architecture", "per_layer_sparsity", "bits", "compression_with_bits", "epochs"]
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--method", default="sparse-vd", help="method name(s), comma-separated (see --list-methods)")
+    parser.add_argument("--arch", default="lenet300", help=f"architecture(s), comma-separated: {', '.join(ARCHITECTURES)}")
+    parser.add_argument("--seeds", default=None, help="seeds, e.g. 0-2 or 0,3 (default: --seed)")
+    parser.add_argument("--epochs", type=int, default=None, help="training epochs (default: the method's own, 200 for the papers' recipes)")
+    parser.add_argument("--batch-size", type=int, default=None)
+    parser.add_argument("--lr", type=float, default=None)
+    parser.add_argument("--extra", default="{}", help="JSON of method-specific settings, e.g. '{\"thresholds\": [-3, -3, -3, -3]}'")
+    parser.add_argument("--out", type=Path, default=None, help="CSV of one row per run (default: <results-dir>/compress_lenet_runs.csv)")
+    parser.add_argument("--table-stem", default=None, help="stem of the saved table (default: compress_lenet_<methods>_<archs>)")
+    parser.add_argument("--notes", default=None, help="text appended to the saved table (e.g. the settings and reductions)")
+    parser.add_argument("--summarize", type=Path, nargs="+", default=None, help="only build the table from these run CSVs")
+    parser.add_argument("--list-methods", action="store_true")
+    add_common_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def published_rows() -> pd.DataFrame:
+    """``PUBLISHED`` of every loaded ``pyrozoo.experiments.compress_*`` module, labelled as published."""
+    rows = []
+    for name, module in sorted(sys.modules.items()):
+        if name.startswith("pyrozoo.experiments.compress_"):
+            rows.extend(getattr(module, "PUBLISHED", []))
+    table = pd.DataFrame(rows)
+    if len(table):
+        table["source"] = "published: " + table.get("source", pd.Series([""] * len(table))).fillna("")
+    return table
+
+
+def build_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Our runs (``source = "measured (this repository)"``) beside the published rows for the
+    same (method, architecture) pairs."""
+    ours = runs.copy()
+    ours["source"] = "measured (this repository)"
+    published = published_rows()
+    if len(published):
+        keys = set(zip(runs["method"], runs["arch"]))
+        published = published[[(m, a) in keys for m, a in zip(published["method"], published["arch"])]]
+    table = pd.concat([ours, published], ignore_index=True, sort=False)
+    for column in TABLE_COLUMNS:
+        if column not in table:
+            table[column] = float("nan")
+    table = table[TABLE_COLUMNS]
+    order = {key: i for i, key in enumerate(dict.fromkeys(zip(runs["method"], runs["arch"])))}
+    table["_order"] = [order.get((m, a), len(order)) for m, a in zip(table["method"], table["arch"])]
+    return table.sort_values("_order", kind="stable").drop(columns="_order").reset_index(drop=True)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    methods = available_methods()
+    if args.list_methods:
+        for name, m in sorted(methods.items()):
+            print(f"{name:16s} {m.description}")
+        return None
+    if args.summarize:
+        runs = pd.concat([pd.read_csv(p) for p in args.summarize], ignore_index=True)
+        return _report(runs, args, args.table_stem or "compress_lenet")
+    names = [m.strip() for m in args.method.split(",") if m.strip()]
+    archs = [a.strip() for a in args.arch.split(",") if a.strip()]
+    for name in names:
+        if name not in methods:
+            sys.exit(f"unknown method {name!r}; available: {', '.join(sorted(methods))}")
+    for arch in archs:
+        if arch not in ARCHITECTURES:
+            sys.exit(f"unknown architecture {arch!r}; choose from {', '.join(ARCHITECTURES)}")
+    try:
+        extra = json.loads(args.extra)
+    except json.JSONDecodeError as e:
+        sys.exit(f"--extra is not valid JSON: {e}")
+    from pyrozoo.cli import parse_seeds
+
+    seeds = parse_seeds(args.seeds) if args.seeds else [args.seed]
+    device = device_from_args(args)
+    train = load_mnist("mnist", train=True, data_dir=args.data_dir)
+    test = load_mnist("mnist", train=False, data_dir=args.data_dir)
+    if args.quick:
+        train = (train[0][:1000], train[1][:1000])
+        test = (test[0][:500], test[1][:500])
+    out = args.out or (args.results_dir / "compress_lenet_runs.csv")
+    rows = []
+    for name in names:
+        for arch in archs:
+            for seed in seeds:
+                set_seed(seed)
+                config = CompressionConfig(
+                    arch=arch, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, device=device,
+                    seed=seed, quick=args.quick, progress=not args.no_progress, extra=dict(extra),
+                )
+                t0 = time.perf_counter()
+                result = methods[name].run(train, test, config)
+                row = {
+                    "method": name,
+                    "arch": arch,
+                    "dataset": "mnist",
+                    "seed": seed,
+                    "test_error": result.test_error,
+                    "params_total": result.params_total,
+                    "params_kept": result.params_kept,
+                    "compression_ratio": result.compression_ratio,
+                    "flops": result.flops,
+                    "pruned_architecture": result.pruned_architecture,
+                }
+                rows.append({**row, **{k: v for k, v in result.details.items() if k not in row}, "wall_seconds": time.perf_counter() - t0})
+                print(f"{name} {arch} seed {seed}: error {result.test_error:.2f}%, x{result.compression_ratio:.1f}, {result.pruned_architecture}", flush=True)
+                runs = pd.DataFrame(rows)
+                out.parent.mkdir(parents=True, exist_ok=True)
+                runs[CSV_COLUMNS].to_csv(out, index=False)
+                runs.to_csv(out.with_name(out.stem + "_details.csv"), index=False)
+    runs = pd.DataFrame(rows)
+    stem = args.table_stem or f"compress_lenet_{'-'.join(names)}_{'-'.join(archs)}"
+    return _report(runs, args, stem)
+
+
+def _report(runs: pd.DataFrame, args, stem: str) -> pd.DataFrame:
+    details = []
+    if args.summarize:
+        for p in args.summarize:
+            d = Path(p).with_name(Path(p).stem + "_details.csv")
+            if d.exists():
+                details.append(pd.read_csv(d))
+        if details:
+            runs = pd.concat(details, ignore_index=True)
+    table = build_table(runs)
+    print(to_markdown(table, floatfmt=".4g"))
+    notes = [
+        "Rows labelled 'published' are the papers' numbers; 'measured' rows were produced by "
+        "examples/compress_lenet.py. test_error in percent of the compressed (pruned, exported) network; "
+        "compression_ratio = |W| / |W != 0| over the weights of all Linear/Conv2d layers; flops = "
+        "multiply-accumulates of the kept weights per example; pruned_architecture = kept conv output "
+        "channels and linear input features (pyrozoo/compression/counting.py).",
+    ]
+    if args.notes:
+        notes.append(args.notes)
+    save_table(table, stem, args.results_dir, title="LeNet compression on MNIST", notes="\n\n".join(notes))
+    return table
+
+
+if __name__ == "__main__":
+    main()

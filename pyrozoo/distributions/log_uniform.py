@@ -1,0 +1,44 @@
+"""The improper log-uniform distribution of variational dropout."""
+
+import torch
+from pyro.distributions import TorchDistribution, constraints
+
+
+class LogUniformImproper(TorchDistribution):
+    r"""Improper log-uniform density on the reals, :math:`p(w) \propto 1 / |w|`, i.e. a uniform
+    density of :math:`\log |w|` (Kingma, Salimans & Welling 2015; Molchanov et al. 2017,
+    sec. 3; thesis eq. 7).
+
+    It has no normalising constant and cannot be sampled: it is a placeholder prior whose
+    only use is ``KL(q || p)`` (registered in :mod:`pyrozoo.distributions.kl` with the
+    approximation of the thesis' eq. 8) and an unnormalised ``log_prob = -log |w|``.
+    Train against it with an objective that uses the registered KL
+    (:class:`~pyrozoo.inference.ClosedFormKL_ELBO`).
+
+    :param batch_shape: shape of the (independent) entries.
+    """
+
+    arg_constraints = {}
+    support = constraints.real
+    has_rsample = False
+
+    def __init__(self, batch_shape=torch.Size(), validate_args=None):
+        super().__init__(torch.Size(batch_shape), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(LogUniformImproper, _instance)
+        super(LogUniformImproper, new).__init__(torch.Size(batch_shape), validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
+    def log_prob(self, value):
+        """The unnormalised log-density ``-log |value|`` (``+inf`` at 0)."""
+        if self._validate_args:
+            self._validate_sample(value)
+        return -value.abs().log()
+
+    def sample(self, sample_shape=torch.Size()):
+        raise NotImplementedError(
+            "LogUniformImproper is an improper prior and cannot be sampled; pair it with a guide "
+            "(the KL divergence is registered) instead of sampling the model's prior"
+        )

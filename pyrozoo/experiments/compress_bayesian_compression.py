@@ -1,0 +1,122 @@
+"""Bayesian compression on LeNet-300-100 / LeNet-5-Caffe: BC-GNJ and BC-GHS (Louizos et al. 2017).
+
+Group normal-Jeffreys or group horseshoe priors (groups: input features of linear layers,
+output channels of convolutions) with :class:`~pyrozoo.guides.BayesianCompressionGuide`,
+trained with local reparameterization and a KL warm-up; groups whose scale has
+``log alpha`` above the layer's threshold are pruned, the network of posterior means is
+exported with the pruned units removed, and the bit precision of each layer is inferred
+from the posterior variances of its kept weights.
+
+Settings (``--extra`` JSON of ``examples/compress_lenet.py``): ``thresholds`` (a number, a
+list in layer order, or ``"auto"`` for Otsu's cut of each layer's ``log alpha`` histogram;
+default -3, the scale of the authors' LeNet-300-100 thresholds -2.8, -3, -5), ``tau0``
+(BC-GHS global scale, default 1e-5), ``checkpoint``.
+"""
+
+import time
+
+import pyro
+import torch
+
+from pyrozoo.compression import apply_masks, count_network
+from pyrozoo.compression.group_pruning import group_masks, resolve_thresholds, weight_masks
+from pyrozoo.compression.precision import bits_per_layer, compression_with_precision, exponent_bits, format_bits, round_to_bits
+from pyrozoo.experiments.lenet import CompressionConfig, CompressionResult, register_compression_method
+from pyrozoo.experiments.lenet_recipes import classification_error, compressed_result, example_input, kl_warmup, linear_to_zero, make_network, per_epoch_seconds, resolve_epochs
+from pyrozoo.guides.bayesian_compression import BayesianCompressionGuide
+from pyrozoo.inference import ClosedFormKL_ELBO, fit
+from pyrozoo.models import BayesianNeuralNetwork, Categorical
+from pyrozoo.models.compression_priors import GroupHorseshoePrior, GroupNormalJeffreysPrior
+
+_SOURCE = "Louizos et al. 2017, Table 1 (architecture, bits) and code README (error, compression)"
+
+#: published results, labelled as published by examples/compress_lenet.py. The compression
+#: ratio is the one "after pruning" of the authors' README; "after precision reduction"
+#: goes in ``compression_with_bits``.
+PUBLISHED = [
+    {"method": "bc-gnj", "arch": "lenet5", "test_error": 1.0, "compression_ratio": 108.0, "compression_with_bits": 361.0, "pruned_architecture": "8-13-88-13", "bits": "18-10-7-9", "source": _SOURCE},
+    {"method": "bc-ghs", "arch": "lenet5", "test_error": 1.0, "compression_ratio": 156.0, "compression_with_bits": 419.0, "pruned_architecture": "5-10-76-16", "bits": "10-10-14-13", "source": _SOURCE},
+    {"method": "bc-gnj", "arch": "lenet300", "pruned_architecture": "278-98-13", "bits": "8-9-14", "source": "Louizos et al. 2017, Table 1"},
+    {"method": "bc-ghs", "arch": "lenet300", "pruned_architecture": "311-86-14", "bits": "13-11-10", "source": "Louizos et al. 2017, Table 1"},
+]
+
+
+def train_bayesian_compression(train, config: CompressionConfig, epochs: int, prior):
+    pyro.clear_param_store()
+    torch.manual_seed(config.seed)
+    net = make_network(config.arch, config.extra.get("init", "torch"))
+    model = BayesianNeuralNetwork(net, prior, Categorical(dataset_size=len(train[0])))
+    guide = BayesianCompressionGuide(model)
+    history = fit(
+        model,
+        guide,
+        train,
+        epochs=epochs,
+        objective=ClosedFormKL_ELBO(),
+        batch_size=config.batch_size or 100,
+        lr=config.lr or 1e-3,
+        lr_schedule=linear_to_zero(epochs, 0.0),
+        kl_schedule=kl_warmup(epochs),
+        estimator="local",
+        device=config.device,
+        seed=config.seed,
+        checkpoint=config.extra.get("checkpoint"),
+        progress=config.progress,
+    )
+    return model, guide, history
+
+
+@torch.no_grad()
+def compress(model, guide, arch: str, test, thresholds="auto", details=None) -> CompressionResult:
+    """Group pruning, export, counting and bit precision of a trained BC model."""
+    masks_g = group_masks(guide, thresholds)
+    masks = weight_masks(model.prior, masks_g)
+    means, variances = {}, {}
+    for w in guide.weight_names:
+        means[w], variances[w] = guide.weight_moments(w)
+    masked = apply_masks(model.net, masks, values=means)
+    result = compressed_result(masked, model.net, arch, test, details=details)
+    # bits per layer from the posterior variances of the kept weights
+    bits = bits_per_layer(means, variances, masks)
+    kept_means = [means[w][masks[w]] for w in means if bool(masks[w].any())]
+    overflow = float(max(m.abs().max() for m in kept_means)) if kept_means else 0.0
+    exponent = exponent_bits(overflow)
+    layer_counts = count_network(masked.cpu(), example_input(arch)).layers
+    kept = {w: layer.weights_kept for w, layer in zip(guide.weight_names, layer_counts)}
+    quantized = apply_masks(model.net, masks, values={w: round_to_bits(means[w], bits[w]) for w in means})
+    log_alphas = {w: guide.group_log_alpha(w) for w in guide.weight_names}
+    resolved = resolve_thresholds(guide.weight_names, thresholds, log_alphas)
+    result.details.update(
+        {
+            "bits": format_bits([bits[w] for w in guide.weight_names]),
+            "exponent_bits": exponent,
+            "compression_with_bits": compression_with_precision(kept, bits, exponent, result.params_total),
+            "test_error_quantized": classification_error(quantized.cpu(), test, device=torch.device("cpu")),
+            "thresholds": "/".join(f"{resolved[w]:.3g}" for w in guide.weight_names),
+            "groups_kept": "-".join(str(int(masks_g[w].sum())) for w in guide.weight_names),
+        }
+    )
+    return result
+
+
+def _run(prior_factory, train, test, config: CompressionConfig) -> CompressionResult:
+    epochs = resolve_epochs(config)
+    t0 = time.perf_counter()
+    model, guide, history = train_bayesian_compression(train, config, epochs, prior_factory(config))
+    details = {
+        "epochs": epochs,
+        "seconds_per_epoch": per_epoch_seconds(history),
+        "train_seconds": time.perf_counter() - t0,
+        "final_loss": float(history.loss.iloc[-1]) if len(history) else float("nan"),
+    }
+    return compress(model, guide, config.arch, test, config.extra.get("thresholds", -3.0), details)
+
+
+@register_compression_method("bc-gnj", "Bayesian compression, group normal-Jeffreys prior (Louizos et al. 2017)")
+def run_bc_gnj(train, test, config: CompressionConfig) -> CompressionResult:
+    return _run(lambda c: GroupNormalJeffreysPrior(), train, test, config)
+
+
+@register_compression_method("bc-ghs", "Bayesian compression, group horseshoe prior (Louizos et al. 2017)")
+def run_bc_ghs(train, test, config: CompressionConfig) -> CompressionResult:
+    return _run(lambda c: GroupHorseshoePrior(tau0=float(c.extra.get("tau0", 1e-5))), train, test, config)

@@ -1,0 +1,76 @@
+"""Sparse variational dropout on LeNet-300-100 / LeNet-5-Caffe (Molchanov et al. 2017).
+
+The recipe of the authors' LeNet scripts: log-uniform prior on all weights, additive
+parameterisation with ``log sigma^2 = -10`` at start, ``log alpha`` clipped to [-8, 8],
+local reparameterization, the train-time clip mask, Adam (lr 1e-3, batch 100) with the
+learning rate constant for 100 epochs then linear to 0 (LeNet-300-100) or linear to 0 from
+the start (LeNet-5), the KL weight 0 for 5 epochs then linear to 1 at epoch 20, 200
+epochs; then weights with ``log alpha > 3`` are removed and the pruned mean network is
+evaluated.
+"""
+
+import time
+
+import pyro
+import torch
+
+from pyrozoo.experiments.lenet import CompressionConfig, CompressionResult, register_compression_method
+from pyrozoo.experiments.lenet_recipes import compressed_result, kl_warmup, linear_to_zero, make_network, per_epoch_seconds, resolve_epochs
+from pyrozoo.guides.variational_dropout import SparseVariationalDropoutGuide
+from pyrozoo.inference import ClosedFormKL_ELBO, fit
+from pyrozoo.models import BayesianNeuralNetwork, Categorical
+from pyrozoo.models.dropout_priors import LogUniformPrior
+
+#: published results (Molchanov et al. 2017 / Molchanov 2022, Table 1; pruned architectures
+#: from Louizos et al. 2017, Table 1), labelled as published by examples/compress_lenet.py
+PUBLISHED = [
+    {"method": "sparse-vd", "arch": "lenet300", "test_error": 1.92, "compression_ratio": 68.0, "per_layer_sparsity": "98.9-97.2-62.0", "pruned_architecture": "512-114-72", "source": "Molchanov et al. 2017, Table 1; architecture: Louizos et al. 2017, Table 1"},
+    {"method": "sparse-vd", "arch": "lenet5", "test_error": 0.75, "compression_ratio": 280.0, "per_layer_sparsity": "67-98-99.8-95", "pruned_architecture": "14-19-242-131", "source": "Molchanov et al. 2017, Table 1; architecture: Louizos et al. 2017, Table 1"},
+]
+
+
+def train_sparse_vd(train, config: CompressionConfig, epochs: int):
+    """Trains the Sparse VD model and guide; returns ``(model, guide, history)``."""
+    pyro.clear_param_store()
+    torch.manual_seed(config.seed)
+    net = make_network(config.arch, config.extra.get("init", "molchanov"))
+    model = BayesianNeuralNetwork(net, LogUniformPrior(), Categorical(dataset_size=len(train[0])))
+    guide = SparseVariationalDropoutGuide(model)
+    hold = 0.5 if config.arch == "lenet300" else 0.0
+    history = fit(
+        model,
+        guide,
+        train,
+        epochs=epochs,
+        objective=ClosedFormKL_ELBO(),
+        batch_size=config.batch_size or 100,
+        lr=config.lr or 1e-3,
+        lr_schedule=linear_to_zero(epochs, hold),
+        kl_schedule=kl_warmup(epochs),
+        estimator="local",
+        device=config.device,
+        seed=config.seed,
+        checkpoint=config.extra.get("checkpoint"),
+        progress=config.progress,
+    )
+    return model, guide, history
+
+
+@register_compression_method("sparse-vd", "Sparse variational dropout (Molchanov et al. 2017), pruned at log alpha > 3")
+def run_sparse_vd(train, test, config: CompressionConfig) -> CompressionResult:
+    epochs = resolve_epochs(config)
+    t0 = time.perf_counter()
+    model, guide, history = train_sparse_vd(train, config, epochs)
+    pruned = guide.mean_network(masked=True)
+    return compressed_result(
+        pruned,
+        model.net,
+        config.arch,
+        test,
+        details={
+            "epochs": epochs,
+            "seconds_per_epoch": per_epoch_seconds(history),
+            "train_seconds": time.perf_counter() - t0,
+            "final_loss": float(history.loss.iloc[-1]) if len(history) else float("nan"),
+        },
+    )

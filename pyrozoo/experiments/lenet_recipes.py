@@ -1,0 +1,138 @@
+"""Shared pieces of the LeNet compression recipes: the papers' initialisation, learning-rate
+schedules, and the evaluation of a compressed network as a
+:class:`~pyrozoo.experiments.lenet.CompressionResult`."""
+
+import math
+from typing import Dict, Optional, Tuple
+
+import torch
+from torch import nn
+
+from pyrozoo.compression import count_network, format_sparsity, remove_pruned_units
+from pyrozoo.experiments.lenet import ARCHITECTURES, CompressionConfig, CompressionResult
+from pyrozoo.inference import LinearKLWarmup
+from pyrozoo.models import LeNet5, LeNet300100
+
+#: epochs of the authors' LeNet scripts (Molchanov et al. 2017)
+PAPER_EPOCHS = 200
+
+
+def make_network(arch: str, init: str = "molchanov") -> nn.Module:
+    """LeNet-300-100 or LeNet-5-Caffe. ``init="molchanov"``: dense weights ``N(0, 0.01^2)``,
+    convolutions Glorot-uniform, biases 0 (the Lasagne defaults of the Sparse VD scripts);
+    ``"torch"``: PyTorch's default initialisation."""
+    if arch not in ARCHITECTURES:
+        raise ValueError(f"unknown architecture {arch!r}; choose one of {ARCHITECTURES}")
+    net = LeNet300100() if arch == "lenet300" else LeNet5()
+    if init == "torch":
+        return net
+    if init != "molchanov":
+        raise ValueError(f"init must be 'molchanov' or 'torch', got {init!r}")
+    with torch.no_grad():
+        for module in net.modules():
+            if isinstance(module, nn.Linear):
+                module.weight.normal_(0.0, 0.01)
+                module.bias.zero_()
+            elif isinstance(module, nn.Conv2d):
+                nn.init.xavier_uniform_(module.weight)
+                module.bias.zero_()
+    return net
+
+
+def example_input(arch: str) -> torch.Tensor:
+    return torch.zeros(1, 1, 28, 28)
+
+
+def linear_to_zero(epochs: int, hold_fraction: float = 0.0):
+    """``epoch -> lr factor``: constant for ``hold_fraction`` of the run, then linear to 0
+    (``lr_linear`` of the LeNet-300-100 script with 0.5, ``lr_linear_to0`` of LeNet-5 with 0)."""
+    if not 0.0 <= hold_fraction < 1.0:
+        raise ValueError(f"hold_fraction must be in [0, 1), got {hold_fraction}")
+    hold = hold_fraction * epochs
+
+    def factor(epoch: int) -> float:
+        if epoch < hold:
+            return 1.0
+        return max(0.0, (epochs - epoch) / (epochs - hold))
+
+    return factor
+
+
+def kl_warmup(epochs: int) -> LinearKLWarmup:
+    """Molchanov et al.'s ``rw_linear``: KL weight 0 for 5 epochs, linear to 1 at epoch 20 —
+    scaled down proportionally for runs shorter than the paper's 200 epochs' first tenth."""
+    if epochs >= 40:
+        return LinearKLWarmup(5, 20)
+    scale = epochs / 40
+    return LinearKLWarmup(5 * scale, max(20 * scale, 5 * scale + 1e-3))
+
+
+def quick_subset(data: Tuple[torch.Tensor, torch.Tensor], n: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    x, y = data
+    return x[:n], y[:n]
+
+
+@torch.no_grad()
+def classification_error(net: nn.Module, data: Tuple[torch.Tensor, torch.Tensor], batch_size: int = 1000, device=None) -> float:
+    """Percent of misclassified test examples of a deterministic network."""
+    x, y = data
+    device = device or next(net.parameters(), torch.empty(0)).device
+    net.eval()
+    wrong = 0
+    for start in range(0, len(x), batch_size):
+        logits = net(x[start : start + batch_size].to(device))
+        wrong += int((logits.argmax(-1) != y[start : start + batch_size].to(device)).sum())
+    return 100.0 * wrong / len(x)
+
+
+@torch.no_grad()
+def compressed_result(
+    masked_net: nn.Module,
+    dense_net: nn.Module,
+    arch: str,
+    test: Tuple[torch.Tensor, torch.Tensor],
+    details: Optional[Dict] = None,
+) -> CompressionResult:
+    """Exports ``masked_net`` (pruned weights exactly zero) with the pruned units removed,
+    checks that the export computes the same function on the test inputs, and reports its
+    test error, kept weights, FLOPs and architecture (convention of
+    :mod:`pyrozoo.compression.counting`) against the weights of ``dense_net``."""
+    masked_net = masked_net.cpu().eval()
+    x_example = example_input(arch)
+    export = remove_pruned_units(masked_net, x_example)
+    compressed = export.module.eval()
+    x_check = test[0][:500]
+    gap = float((compressed(x_check) - masked_net(x_check)).abs().max())
+    scale = float(masked_net(x_check).abs().max())
+    if not gap <= 1e-4 * (1.0 + scale):
+        raise RuntimeError(f"the structured export differs from the masked network by {gap:.3g}")
+    total = count_network(dense_net.cpu(), x_example).params_total
+    counts = count_network(compressed, x_example)
+    masked_counts = count_network(masked_net, x_example)
+    error = classification_error(compressed, test, device=torch.device("cpu"))
+    info = {
+        "per_layer_sparsity": format_sparsity(masked_counts.per_layer_sparsity()),
+        "dense_flops_of_export": counts.dense_flops,
+        "export_max_abs_diff": gap,
+        **(details or {}),
+    }
+    return CompressionResult(
+        test_error=error,
+        params_total=total,
+        params_kept=counts.params_kept,
+        flops=counts.flops,
+        pruned_architecture=counts.pruned_architecture,
+        details=info,
+    )
+
+
+def resolve_epochs(config: CompressionConfig, default: int = PAPER_EPOCHS) -> int:
+    if config.epochs is not None:
+        if config.epochs < 1:
+            raise ValueError(f"epochs must be >= 1, got {config.epochs}")
+        return int(config.epochs)
+    return 1 if config.quick else default
+
+
+def per_epoch_seconds(history) -> float:
+    return float(history.seconds.median()) if len(history) else math.nan

@@ -1,0 +1,221 @@
+r"""SG-MCMC-SA: adaptive empirical Bayes for sparse deep learning (Deng et al. 2019).
+
+Algorithm 1 alternates a stochastic-gradient MCMC step on the weights :math:`\beta`,
+driven by :math:`\nabla_\beta Q` (the model's log-joint with the SSGL prior in its
+empirical-Bayes form, :class:`~pyrozoo.models.spike_and_slab.SpikeAndSlabPrior`), with a
+stochastic-approximation (SA) step that moves every latent variable a fraction
+:math:`\omega_k` of the way to its closed-form optimum given the new weights:
+
+.. math::
+
+    \theta^{(k+1)} = (1 - \omega_{k+1})\, \theta^{(k)} + \omega_{k+1}\, \tilde\theta^{(k+1)},
+    \qquad \theta = (\rho, \kappa_0, \kappa_1, \sigma, \delta).
+
+:class:`StochasticApproximation` is that SA step, an
+:class:`~pyrozoo.inference.sgmcmc.Adaptation` of :class:`~pyrozoo.inference.SGLD`
+(SGLD-SA) or :class:`~pyrozoo.inference.SGHMC` (SGHMC-SA). :math:`\omega \equiv 1` is the
+EM variant (SGLD-EM / SGHMC-EM); a sampler without it runs the same hierarchical model
+with the latent variables frozen at their initial values (the paper's plain SGLD/SGHMC).
+Magnitude pruning (:class:`~pyrozoo.inference.pruning.MagnitudePruning`) and simulated
+annealing (a growing ``inverse_temperature`` schedule) combine with it.
+
+Implementation choices (see ``shared/notes/sgmcmc-sa.md`` §4):
+
+* :math:`\tilde\rho` is computed in log space (Eq. 12 as a sigmoid of a log-odds); the
+  official code's ratio of exp-space densities is NaN in float32 for :math:`|\beta| \ge 0.6`
+  under the CIFAR hyperparameters.
+* The densities in Eq. 12 carry :math:`\sigma` as in the paper.
+* :math:`\tilde\rho` and :math:`\tilde\sigma` use the weights *after* the step, as the
+  official code does; the regression residual :math:`I` of Eq. 14 comes from the step's
+  own forward pass (before the step), which avoids a second forward pass.
+* :math:`\sigma` itself is averaged (the paper), not :math:`\sigma^2` (the code).
+* The regression root uses :math:`R_a = N + p + \nu + 2`, the exact stationary point of
+  Eq. 10 (the paper drops the ``+ 2``; the difference is negligible).
+"""
+
+import math
+from typing import Dict, Optional
+
+import torch
+from pyro.poutine.util import site_is_subsample
+
+from pyrozoo.inference.sgmcmc import Adaptation
+from pyrozoo.inference.step_sizes import ScheduleLike, as_schedule, checked_value
+from pyrozoo.models.likelihoods import Gaussian
+from pyrozoo.models.spike_and_slab import SpikeAndSlabPrior
+
+_LOG_2 = math.log(2.0)
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+def rho_tilde(beta: torch.Tensor, sigma: torch.Tensor, delta: torch.Tensor, v0: float, v1: float) -> torch.Tensor:
+    r"""Eq. 12: :math:`P(\gamma = 1 \mid \beta, \delta) = a / (a + b)` with
+    :math:`a = \phi(\beta; 0, \sigma^2 v_1)\,\delta` and
+    :math:`b = (2\sigma v_0)^{-1} e^{-|\beta|/(\sigma v_0)} (1 - \delta)`, evaluated as
+    :math:`\mathrm{sigmoid}(\log a - \log b)` so that it stays finite for any :math:`\beta`
+    in any precision."""
+    log_odds = (
+        torch.log(delta) - torch.log1p(-delta)
+        + torch.log(2.0 * v0 * sigma) + beta.abs() / (sigma * v0)
+        - 0.5 * (_LOG_2PI + torch.log(sigma.square() * v1)) - beta.square() / (2.0 * v1 * sigma.square())
+    )
+    return torch.sigmoid(log_odds)
+
+
+def kappa_tilde(rho: torch.Tensor, v0: float, v1: float):
+    r"""Eq. 13: :math:`\tilde\kappa_0 = (1 - \rho)/v_0`, :math:`\tilde\kappa_1 = \rho / v_1`."""
+    return (1.0 - rho) / v0, rho / v1
+
+
+def sigma_tilde(l1_norm: torch.Tensor, l2_norm: torch.Tensor, num_sparse: int, nu: float, lam: float, residual: Optional[torch.Tensor] = None, num_observations: float = 0.0) -> torch.Tensor:
+    r"""Eq. 14: the positive root of :math:`-R_a \sigma^2 + R_b \sigma + R_c = 0`, the
+    maximiser of :math:`Q_1` over :math:`\sigma`.
+
+    :param l1_norm: :math:`R_b = \sum_{l \in \mathfrak X} \|V_{0l} \beta_l\|_1 = \sum \kappa_0 |\beta|`.
+    :param l2_norm: :math:`J = \sum \kappa_1 \beta^2`.
+    :param num_sparse: :math:`p`.
+    :param residual: regression only: :math:`I = \frac{N}{n} \sum_{i \in S} (y_i - \psi(x_i))^2`.
+        ``None`` is the classification form (the likelihood does not involve :math:`\sigma`):
+        :math:`C_a = p + \nu + 2`, :math:`C_c = J + \nu\lambda`.
+    :param num_observations: regression only: :math:`N` (number of scalar observations).
+    """
+    a = num_sparse + nu + 2.0 + (num_observations if residual is not None else 0.0)
+    c = l2_norm + nu * lam
+    if residual is not None:
+        c = c + residual
+    return (l1_norm + torch.sqrt(l1_norm.square() + 4.0 * a * c)) / (2.0 * a)
+
+
+def delta_tilde(rho_sum: torch.Tensor, num_weights: int, a: float, b: float) -> torch.Tensor:
+    r"""Eq. 15: :math:`\arg\max_\delta Q_2 = (\sum_j \rho_{lj} + a - 1) / (a + b + p_l - 2)`."""
+    return (rho_sum + (a - 1.0)) / (a + b + num_weights - 2.0)
+
+
+class StochasticApproximation(Adaptation):
+    r"""The SA step of Algorithm 1 for an SSGL prior in its empirical-Bayes form.
+
+    :param prior: the model's :class:`~pyrozoo.models.spike_and_slab.SpikeAndSlabPrior`,
+        after :meth:`~pyrozoo.models.spike_and_slab.SpikeAndSlabPrior.empirical_bayes`.
+    :param step_size: :math:`\omega_k \in [0, 1]` (number or schedule); 1 is the EM variant.
+    :param bool update_sigma: update :math:`\sigma` (Eq. 14); the authors recommend
+        freezing :math:`\sigma` and :math:`\delta` for deep networks.
+    :param bool update_delta: update :math:`\delta` (Eq. 15).
+    :param tie_noise: the regression model of Eq. 5, whose noise variance is
+        :math:`\sigma^2`: condition the likelihood's noise-precision site on
+        :math:`1/\sigma^2` and use the regression root of Eq. 14. ``None`` ties when the
+        model's likelihood has a noise-precision site (``noise_site``).
+    :param str noise_site: name of that site (default: the model likelihood's).
+    """
+
+    def __init__(self, prior: SpikeAndSlabPrior, step_size: ScheduleLike, *, update_sigma: bool = True, update_delta: bool = True, tie_noise: Optional[bool] = None, noise_site: Optional[str] = None):
+        if not isinstance(prior, SpikeAndSlabPrior):
+            raise TypeError(f"prior must be a SpikeAndSlabPrior, got {type(prior).__name__}")
+        if prior.state is None:
+            raise ValueError("the prior is in its hierarchical form: call prior.empirical_bayes(net, ...) to create the latent variables SA updates")
+        self.prior = prior
+        self.step_size = as_schedule(step_size, "step_size")
+        checked_value(self.step_size, 1, "the SA step size omega", allow_zero=True, maximum=1.0)
+        self.update_sigma = bool(update_sigma)
+        self.update_delta = bool(update_delta)
+        self.tie_noise = tie_noise
+        self.noise_site = noise_site
+        self._tied = False
+        self._observation_sites = None
+
+    @property
+    def state(self):
+        return self.prior.state
+
+    def _resolve_noise_site(self, model) -> Optional[str]:
+        if self.noise_site is not None:
+            return self.noise_site
+        likelihood = getattr(model, "likelihood", None)
+        if isinstance(likelihood, Gaussian) and likelihood.precision_prior is not None:
+            return likelihood.PRECISION_SITE
+        return None
+
+    def conditioned_sites(self):
+        return (self.noise_site,) if self._tied else ()
+
+    def setup(self, sampler, trace):
+        state = self.state
+        missing = [n for n in state.names if n not in sampler.site_names]
+        if missing:
+            raise ValueError(f"sparse parameters {missing} are not sampled sites of the model (sampled: {sampler.site_names})")
+        first = sampler.unconstrained(state.names[0])
+        state.to(first.device, first.dtype)
+        self._observation_sites = [
+            name for name, site in trace.nodes.items()
+            if site["type"] == "sample" and site["is_observed"] and name not in sampler.site_names
+            and name != self.noise_site and not site_is_subsample(site)
+        ]
+
+    def attach(self, model):
+        """Decides whether the noise precision is tied to :math:`\\sigma`."""
+        site = self._resolve_noise_site(model)
+        tie = self.tie_noise if self.tie_noise is not None else site is not None
+        if tie and site is None:
+            raise ValueError("tie_noise=True needs a noise-precision site: give noise_site or use a Gaussian likelihood with a precision prior")
+        self.noise_site = site
+        self._tied = bool(tie)
+
+    @property
+    def regression(self) -> bool:
+        """True when :math:`\\sigma` is also the noise scale (regression root of Eq. 14)."""
+        return self._tied
+
+    def conditions(self):
+        if not self._tied:
+            return {}
+        return {self.noise_site: self.state.sigma.square().reciprocal()}
+
+    def _residual(self, trace):
+        """:math:`I` and :math:`N` of Eq. 14 from the step's Gaussian observation sites."""
+        residual, count = None, 0.0
+        for name in self._observation_sites:
+            site = trace.nodes[name]
+            fn = site["fn"]
+            base = fn
+            while hasattr(base, "base_dist"):
+                base = base.base_dist
+            if not isinstance(base, torch.distributions.Normal):
+                raise ValueError(f"the regression update of sigma (Eq. 14) needs Gaussian observations; site {name!r} is {type(base).__name__}")
+            scale = site["scale"]
+            sq = (site["value"].detach() - fn.mean.detach()).square().sum() * scale
+            residual = sq if residual is None else residual + sq
+            count += scale * site["value"].numel()
+        return residual, count
+
+    @torch.no_grad()
+    def update(self, sampler, trace, k):
+        omega = checked_value(self.step_size, k, "the SA step size omega", allow_zero=True, maximum=1.0)
+        prior, state = self.prior, self.state
+        sigma = state.sigma
+        l1_norm = torch.zeros((), device=sigma.device, dtype=sigma.dtype)
+        l2_norm = torch.zeros((), device=sigma.device, dtype=sigma.dtype)
+        for name in state.names:
+            beta = sampler.unconstrained(name).detach()
+            rho = state.rho[name]
+            rho.lerp_(rho_tilde(beta, sigma, state.delta[name], prior.v0, prior.v1), omega)
+            k0, k1 = kappa_tilde(rho, prior.v0, prior.v1)
+            state.kappa0[name].lerp_(k0, omega)
+            state.kappa1[name].lerp_(k1, omega)
+            l1_norm += (state.kappa0[name] * beta.abs()).sum()
+            l2_norm += (state.kappa1[name] * beta.square()).sum()
+            if self.update_delta:
+                state.delta[name].lerp_(delta_tilde(rho.sum(), rho.numel(), prior.a, prior.b), omega)
+        if self.update_sigma:
+            residual, count = self._residual(trace) if self._tied else (None, 0.0)
+            target = sigma_tilde(l1_norm, l2_norm, state.num_sparse, prior.nu, prior.lam, residual, count)
+            sigma.lerp_(target, omega)
+
+    def logging(self) -> Dict[str, torch.Tensor]:
+        state = self.state
+        total = sum(r.sum() for r in state.rho.values())
+        return {"sigma": state.sigma, "rho_mean": total / state.num_sparse, "delta_mean": torch.stack(list(state.delta.values())).mean()}
+
+    def state_dict(self):
+        return {"ssgl": self.state.state_dict()}
+
+    def load_state_dict(self, state):
+        self.state.load_state_dict(state["ssgl"])

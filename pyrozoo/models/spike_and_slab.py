@@ -1,0 +1,251 @@
+r"""The spike-and-slab Gaussian-Laplace (SSGL) prior of Deng et al. (2019, Sec. 3.1).
+
+Weights of the chosen *sparse* parameters (the paper's layers :math:`\mathfrak X`) get
+
+.. math::
+
+    \beta_{lj} \mid \sigma^2, \gamma_{lj} \sim (1 - \gamma_{lj})\, \mathcal L(0, \sigma v_0)
+        + \gamma_{lj}\, \mathcal N(0, \sigma^2 v_1), \qquad  (4)
+
+with :math:`\gamma_{lj} \mid \delta_l \sim \mathrm{Bernoulli}(\delta_l)`,
+:math:`\delta_l \sim \mathrm{Beta}(a, b)` per sparse parameter tensor and
+:math:`\sigma^2 \sim \mathrm{IG}(\nu/2, \nu\lambda/2)`; every other selected parameter
+(:math:`\mathfrak C`) gets :math:`\mathcal N(0, \sigma_0^2)`. :math:`\rho = P(\gamma = 1)` is
+the probability of the *Gaussian* component. Which component is the spike depends on the
+hyperparameters (the Laplace is the narrower one for the regression's ``v0 = 0.01, v1 = 10``,
+the Gaussian for the CIFAR setting ``v0 = 0.005, v1 = 1e-5``), so nothing here calls
+either one the spike.
+
+The prior has two forms:
+
+* **hierarchical** (the default): the generative model above with sample sites
+  ``"<prefix>sigma_sq"``, ``"<param>.delta"``, ``"<param>.gamma"`` and ``"<param>"``
+  (prior predictive checks, full Bayesian use);
+* **empirical Bayes** (after :meth:`SpikeAndSlabPrior.empirical_bayes`): the latent
+  variables :math:`\theta = (\rho, \kappa_0, \kappa_1, \sigma, \delta)` are *optimised* by
+  stochastic approximation (:class:`~pyrozoo.inference.sgmcmc_sa.StochasticApproximation`)
+  and held in an :class:`SSGLState`, not sampled. Each sparse weight tensor is one sample
+  site whose log-density is, up to terms constant in the weights, the EM expectation of
+  Eq. 10, :math:`-\kappa_0 |\beta| / \sigma - \kappa_1 \beta^2 / (2\sigma^2)`: an
+  :class:`~pyrozoo.distributions.ElasticNet` with rates :math:`\kappa_0/\sigma` and
+  :math:`\kappa_1/\sigma^2`. The sampler's drift is then :math:`\nabla_\beta Q`.
+"""
+
+import math
+from typing import Dict, Optional, Union
+
+import pyro
+import pyro.distributions as dist
+import torch
+from torch import nn
+
+from pyrozoo.distributions.elastic_net import ElasticNet
+from pyrozoo.models.priors import INIT_VALUE_KEY, Prior, join_name
+from pyrozoo.models.selection import ParameterSelector
+
+
+def _positive(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a finite positive number, got {value!r}")
+    return float(value)
+
+
+class SSGLState:
+    """The empirical-Bayes latent variables of an SSGL prior (Deng et al. 2019, Sec. 3.3).
+
+    Per sparse parameter ``name``: ``rho[name]``, ``kappa0[name]``, ``kappa1[name]`` shaped
+    like the parameter and ``delta[name]`` (0-dim); ``sigma`` is global (0-dim). All live on
+    the parameters' device and dtype and are updated in place.
+    """
+
+    def __init__(self, rho: Dict[str, torch.Tensor], kappa0: Dict[str, torch.Tensor], kappa1: Dict[str, torch.Tensor], delta: Dict[str, torch.Tensor], sigma: torch.Tensor):
+        self.rho, self.kappa0, self.kappa1, self.delta, self.sigma = rho, kappa0, kappa1, delta, sigma
+
+    @property
+    def names(self):
+        return list(self.rho)
+
+    @property
+    def num_sparse(self) -> int:
+        """:math:`p = \\sum_{l \\in \\mathfrak X} p_l`."""
+        return sum(r.numel() for r in self.rho.values())
+
+    def to(self, device=None, dtype=None) -> "SSGLState":
+        def move(t):
+            return t.to(device=device, dtype=dtype)
+
+        for d in (self.rho, self.kappa0, self.kappa1, self.delta):
+            for k in d:
+                d[k] = move(d[k])
+        self.sigma = move(self.sigma)
+        return self
+
+    def state_dict(self) -> dict:
+        copy = lambda d: {k: v.clone() for k, v in d.items()}  # noqa: E731
+        return {"rho": copy(self.rho), "kappa0": copy(self.kappa0), "kappa1": copy(self.kappa1), "delta": copy(self.delta), "sigma": self.sigma.clone()}
+
+    def load_state_dict(self, state: dict) -> None:
+        for key in ("rho", "kappa0", "kappa1", "delta"):
+            mine = getattr(self, key)
+            if set(mine) != set(state[key]):
+                raise ValueError(f"saved SSGL state covers {sorted(state[key])}, this one {sorted(mine)}")
+            for name, t in mine.items():
+                t.copy_(state[key][name])
+        self.sigma.copy_(state["sigma"])
+
+
+class SpikeAndSlabPrior(Prior):
+    r"""Spike-and-slab Gaussian-Laplace prior over a network's parameters (Eq. 4).
+
+    :param float v0: Laplace scale factor (the Laplace component has scale :math:`\sigma v_0`).
+    :param float v1: Gaussian variance factor (variance :math:`\sigma^2 v_1`).
+    :param sparse: which selected parameters are sparse (:math:`\mathfrak X`): a
+        :class:`~pyrozoo.models.ParameterSelector` or a dict of its keyword arguments,
+        e.g. ``{"expose_modules": ["fc1"], "hide_parameters": ["bias"]}`` (the weight of ``fc1``).
+    :param float gaussian_scale: :math:`\sigma_0` of the other parameters.
+    :param float nu, lam: inverse-gamma hyperparameters of :math:`\sigma^2`.
+    :param float a, b: Beta hyperparameters of :math:`\delta_l` (both ``>= 1``, so that the
+        closed-form update of Eq. 15 is the maximiser in [0, 1]).
+    :param str prefix: prefix of the global site names (``"<prefix>sigma_sq"``).
+    :param selector: which parameters are random at all (default: all).
+    """
+
+    one_site_per_parameter = False
+
+    def __init__(
+        self,
+        v0: float,
+        v1: float,
+        *,
+        sparse: Union[ParameterSelector, dict],
+        gaussian_scale: float = 1.0,
+        nu: float = 1.0,
+        lam: float = 1.0,
+        a: float = 1.0,
+        b: float = 1.0,
+        prefix: str = "ssgl.",
+        selector: Optional[ParameterSelector] = None,
+        **selector_kwargs,
+    ):
+        super().__init__(selector, **selector_kwargs)
+        self.v0 = _positive("v0", v0)
+        self.v1 = _positive("v1", v1)
+        self.gaussian_scale = _positive("gaussian_scale", gaussian_scale)
+        self.nu = _positive("nu", nu)
+        self.lam = _positive("lam", lam)
+        for name, value in (("a", a), ("b", b)):
+            if _positive(name, value) < 1:
+                raise ValueError(f"{name} must be >= 1 (the Beta prior's mode, Eq. 15, lies in [0, 1] only then), got {value!r}")
+        self.a, self.b = float(a), float(b)
+        if isinstance(sparse, dict):
+            sparse = ParameterSelector(**sparse)
+        if not isinstance(sparse, ParameterSelector):
+            raise TypeError(f"sparse must be a ParameterSelector or a dict of its arguments, got {type(sparse).__name__}")
+        self.sparse = sparse
+        self.prefix = prefix
+        self.state: Optional[SSGLState] = None
+        self._sparse_names: Optional[list] = None
+        self._sigma_current = None
+
+    # -- selection ---------------------------------------------------------------------------
+    def random_parameters(self, net: nn.Module):
+        random = super().random_parameters(net)
+        sparse = [join_name(m, p) for m, module, p, param in random if self.sparse.is_selected(m, module, p, param)]
+        if not sparse:
+            raise ValueError(f"{self.sparse!r} selects none of the random parameters {[join_name(m, p) for m, _, p, _ in random]}: no sparse layer")
+        self._sparse_names = sparse
+        return random
+
+    @property
+    def sparse_names(self):
+        if self._sparse_names is None:
+            raise RuntimeError("the prior has not been attached to a network yet (build a BayesianNeuralNetwork with it)")
+        return list(self._sparse_names)
+
+    @property
+    def sigma_site(self) -> str:
+        return f"{self.prefix}sigma_sq"
+
+    # -- empirical Bayes -------------------------------------------------------------------
+    def empirical_bayes(self, net: nn.Module, *, sigma: float = 1.0, rho: float = 0.5, kappa0: Optional[float] = None, kappa1: Optional[float] = None, delta: float = 0.5) -> SSGLState:
+        r"""Switches to the empirical-Bayes form with the initial values
+        :math:`\theta^{(1)}` (Algorithm 1) and returns its :class:`SSGLState`.
+
+        ``kappa0`` / ``kappa1`` default to their Eq. 13 values at ``rho``,
+        :math:`(1 - \rho)/v_0` and :math:`\rho / v_1`.
+
+        :param net: the network (or the :class:`~pyrozoo.models.BayesianNeuralNetwork`).
+        """
+        net = getattr(net, "net", net)
+        _positive("sigma", sigma)
+        for name, value in (("rho", rho), ("delta", delta)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
+        kappa0 = (1.0 - rho) / self.v0 if kappa0 is None else kappa0
+        kappa1 = rho / self.v1 if kappa1 is None else kappa1
+        for name, value in (("kappa0", kappa0), ("kappa1", kappa1)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be a finite non-negative number, got {value!r}")
+        if kappa0 == 0 and kappa1 == 0:
+            raise ValueError("kappa0 and kappa1 cannot both be 0: the sparse weights would have a flat prior")
+        random = self.random_parameters(net)
+        params = {join_name(m, p): param for m, _, p, param in random if join_name(m, p) in self._sparse_names}
+        first = next(iter(params.values()))
+        self.state = SSGLState(
+            rho={n: torch.full_like(p, rho).detach() for n, p in params.items()},
+            kappa0={n: torch.full_like(p, kappa0).detach() for n, p in params.items()},
+            kappa1={n: torch.full_like(p, kappa1).detach() for n, p in params.items()},
+            delta={n: torch.tensor(float(delta), device=p.device, dtype=p.dtype) for n, p in params.items()},
+            sigma=torch.tensor(float(sigma), device=first.device, dtype=first.dtype),
+        )
+        return self.state
+
+    def hierarchical(self) -> None:
+        """Switches back to the generative (hierarchical) form."""
+        self.state = None
+
+    # -- the Pyro model -------------------------------------------------------------------
+    def sample_module(self, module_name, module, params):
+        sparse = self.sparse_names
+        out = {}
+        for param_name, param in params.items():
+            name = join_name(module_name, param_name)
+            if name not in sparse:
+                out[param_name] = pyro.sample(name, self._gaussian(name, param), infer={INIT_VALUE_KEY: param.detach()})
+            elif self.state is not None:
+                out[param_name] = self._sample_empirical_bayes(name, param)
+            else:
+                out[param_name] = self._sample_hierarchical(name, param)
+        return out
+
+    def _gaussian(self, name, param):
+        key = ("gaussian", name, param.shape, param.device, param.dtype)
+        return self._cached(key, lambda: dist.Normal(torch.zeros((), device=param.device, dtype=param.dtype), self.gaussian_scale).expand(param.shape).to_event(param.dim()))
+
+    def _sample_empirical_bayes(self, name, param):
+        state = self.state
+        if name not in state.rho:
+            raise RuntimeError(f"the empirical-Bayes state has no entry for sparse parameter {name!r}; call empirical_bayes(net) again")
+        sigma = state.sigma
+        # validate_args=False: the state is valid by construction, and validating would read
+        # the device every step
+        prior = ElasticNet(state.kappa0[name] / sigma, state.kappa1[name] / sigma.square(), validate_args=False)
+        return pyro.sample(name, prior.to_event(param.dim()), infer={INIT_VALUE_KEY: param.detach()})
+
+    def _sample_hierarchical(self, name, param):
+        like = dict(device=param.device, dtype=param.dtype)
+        if name == self._sparse_names[0]:
+            ig = self._cached(("sigma_sq", param.device, param.dtype), lambda: dist.InverseGamma(torch.tensor(self.nu / 2, **like), torch.tensor(self.nu * self.lam / 2, **like)))
+            self._sigma_current = pyro.sample(self.sigma_site, ig).sqrt()
+        sigma = self._sigma_current
+        beta = self._cached(("delta", param.device, param.dtype), lambda: dist.Beta(torch.tensor(self.a, **like), torch.tensor(self.b, **like)))
+        delta = pyro.sample(f"{name}.delta", beta)
+        gamma = pyro.sample(f"{name}.gamma", dist.Bernoulli(delta).expand(param.shape).to_event(param.dim()))
+        conditional = ElasticNet((1.0 - gamma) / (sigma * self.v0), gamma / (sigma.square() * self.v1))
+        return pyro.sample(name, conditional.to_event(param.dim()), infer={INIT_VALUE_KEY: param.detach()})
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(v0={self.v0}, v1={self.v1}, sparse={self.sparse!r}, gaussian_scale={self.gaussian_scale}, "
+            f"nu={self.nu}, lam={self.lam}, a={self.a}, b={self.b}, selector={self.selector!r})"
+        )

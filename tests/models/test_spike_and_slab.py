@@ -1,0 +1,125 @@
+"""The SSGL prior (Deng et al. 2019, Eq. 4): its hierarchical sites, the conditional of a
+weight given its indicator, the empirical-Bayes site whose log-density is the Q term of
+Eq. 10, and bad hyperparameters."""
+
+import math
+
+import pyro
+import pytest
+import torch
+from pyro import poutine
+from torch import nn
+
+from pyrozoo.models import BayesianNeuralNetwork, Categorical
+from pyrozoo.models.spike_and_slab import SpikeAndSlabPrior
+
+
+def cnn_like(device="cpu", dtype=torch.float32):
+    return nn.Sequential(nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 3)).to(device=device, dtype=dtype)
+
+
+def ssgl(**kwargs):
+    defaults = dict(v0=0.1, v1=10.0, sparse={"expose_modules": ["0"], "hide_parameters": ["bias"]}, gaussian_scale=0.5, nu=2.0, lam=3.0, a=2.0, b=30.0)
+    return SpikeAndSlabPrior(**{**defaults, **kwargs})
+
+
+def trace_model(model, x):
+    return poutine.trace(model).get_trace(x)
+
+
+def test_hierarchical_sites_and_conditionals(device):
+    prior = ssgl()
+    model = BayesianNeuralNetwork(cnn_like(device), prior, Categorical(None))
+    x = torch.randn(4, 6, device=device)
+    trace = trace_model(model, x)
+    names = [n for n, s in trace.nodes.items() if s["type"] == "sample"]
+    assert names[:4] == ["ssgl.sigma_sq", "0.weight.delta", "0.weight.gamma", "0.weight"]
+    assert {"0.bias", "2.weight", "2.bias", "obs"} <= set(names)
+    sigma = trace.nodes["ssgl.sigma_sq"]["value"].sqrt()
+    gamma = trace.nodes["0.weight.gamma"]["value"]
+    weight_site = trace.nodes["0.weight"]
+    w = torch.linspace(-2, 2, 30, device=device).reshape(5, 6)
+    laplace = torch.distributions.Laplace(0.0, sigma * prior.v0).log_prob(w)
+    normal = torch.distributions.Normal(0.0, sigma * math.sqrt(prior.v1)).log_prob(w)
+    expected = torch.where(gamma > 0, normal, laplace).sum()
+    assert torch.allclose(weight_site["fn"].log_prob(w), expected, rtol=1e-5)
+    bias = trace.nodes["0.bias"]["fn"]
+    assert torch.allclose(bias.base_dist.scale, torch.tensor(0.5, device=device))
+
+
+def test_prior_draws_match_the_hierarchy():
+    """Across prior draws, the Gaussian-indicator rate follows delta (mean a / (a + b))."""
+    prior = ssgl(a=3.0, b=7.0, sparse={"hide_parameters": ["bias"]})
+    model = BayesianNeuralNetwork(nn.Linear(50, 40), prior, Categorical(None))
+    x = torch.randn(2, 50)
+    rates = torch.stack([trace_model(model, x).nodes["weight.gamma"]["value"].mean() for _ in range(300)])
+    # Var of the rate: Var(delta) + E[delta(1-delta)] / 2000 for Beta(3, 7)
+    var = 3 * 7 / (10**2 * 11) + (0.3 - (3 * 7 / (10**2 * 11) + 0.09)) / 2000
+    assert abs(float(rates.mean()) - 0.3) < 5 * math.sqrt(var / 300)
+
+
+def test_empirical_bayes_site_is_the_q_term_up_to_a_constant(device, dtype):
+    """log p(beta) - log p(beta') = Q(beta) - Q(beta') with Q = -kappa0 |beta| / sigma - kappa1 beta^2 / (2 sigma^2)."""
+    net = cnn_like(device, dtype)
+    prior = ssgl()
+    model = BayesianNeuralNetwork(net, prior, Categorical(None))
+    state = prior.empirical_bayes(model, sigma=1.7, rho=0.3)
+    state.kappa0["0.weight"].uniform_(0.0, 3.0)
+    state.kappa1["0.weight"].uniform_(0.0, 3.0)
+    trace = trace_model(model, torch.randn(2, 6, device=device, dtype=dtype))
+    site = trace.nodes["0.weight"]
+    assert "0.weight.gamma" not in trace.nodes and "ssgl.sigma_sq" not in trace.nodes
+    b1 = torch.randn(5, 6, device=device, dtype=dtype)
+    b2 = torch.randn(5, 6, device=device, dtype=dtype) * 3
+
+    def q(b):
+        return (-state.kappa0["0.weight"] * b.abs() / state.sigma - state.kappa1["0.weight"] * b.square() / (2 * state.sigma**2)).sum()
+
+    tol = 1e-4 if dtype == torch.float32 else 1e-10
+    assert torch.allclose(site["fn"].log_prob(b1) - site["fn"].log_prob(b2), q(b1) - q(b2), rtol=tol, atol=tol)
+    assert torch.allclose(site["infer"]["pyrozoo_init_value"], net[0].weight)
+
+
+def test_empirical_bayes_defaults_follow_eq_13():
+    prior = ssgl()
+    model = BayesianNeuralNetwork(cnn_like(), prior, Categorical(None))
+    state = prior.empirical_bayes(model, rho=0.25)
+    assert torch.allclose(state.kappa0["0.weight"], torch.full((5, 6), 0.75 / 0.1))
+    assert torch.allclose(state.kappa1["0.weight"], torch.full((5, 6), 0.25 / 10.0))
+    assert state.num_sparse == 30 and state.names == ["0.weight"]
+    prior.hierarchical()
+    assert "ssgl.sigma_sq" in trace_model(model, torch.randn(2, 6)).nodes
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"v0": 0.0}, "v0"),
+        ({"v1": -1.0}, "v1"),
+        ({"a": 0.5}, "a must be >= 1"),
+        ({"nu": float("inf")}, "nu"),
+        ({"sparse": "fc1"}, "ParameterSelector"),
+    ],
+)
+def test_invalid_hyperparameters_raise(kwargs, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        ssgl(**kwargs)
+
+
+def test_sparse_selection_must_select_something():
+    with pytest.raises(ValueError, match="no sparse layer"):
+        BayesianNeuralNetwork(cnn_like(), ssgl(sparse={"expose_modules": ["fc9"]}), Categorical(None))
+
+
+@pytest.mark.parametrize("kwargs, match", [({"rho": 1.5}, "rho"), ({"sigma": 0.0}, "sigma"), ({"kappa0": 0.0, "kappa1": 0.0}, "both be 0"), ({"kappa1": -1.0}, "kappa1")])
+def test_invalid_empirical_bayes_initial_values_raise(kwargs, match):
+    prior = ssgl()
+    model = BayesianNeuralNetwork(cnn_like(), prior, Categorical(None))
+    with pytest.raises(ValueError, match=match):
+        prior.empirical_bayes(model, **kwargs)
+
+
+def test_prior_must_be_attached_before_sampling():
+    with pytest.raises(RuntimeError, match="attached"):
+        ssgl().sample_module("0", nn.Linear(2, 2), {"weight": torch.zeros(2, 2)})
+    pyro.clear_param_store()

@@ -1,0 +1,98 @@
+"""Reporting: Markdown tables, CSV round trips, summaries over runs."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pyrozoo.reporting import format_mean_se, mean_and_stderr, save_figure, save_table, to_markdown
+
+
+@pytest.fixture
+def runs():
+    rng = np.random.default_rng(0)
+    rows = []
+    for dataset, k in [("boston", 5), ("yacht", 3), ("wine", 1)]:
+        for method in ("map", "bbb"):
+            for split in range(k):
+                rows.append({"dataset": dataset, "method": method, "split": split, "rmse": rng.uniform(1, 5), "test_ll": rng.normal(-2.5, 0.3)})
+    return pd.DataFrame(rows)
+
+
+def _cells(line):
+    assert line.startswith("| ") and line.endswith(" |")
+    return [c.strip() for c in line[2:-2].split(" | ")]
+
+
+def test_markdown_table_shape(runs):
+    md = to_markdown(runs)
+    lines = md.rstrip("\n").split("\n")
+    assert md.endswith("\n")
+    assert len(lines) == len(runs) + 2
+    assert _cells(lines[0]) == list(runs.columns)
+    assert all(set(c) == {"-"} for c in _cells(lines[1]))
+    assert len({len(line) for line in lines}) == 1  # columns padded to a common width
+    for line, row in zip(lines[2:], runs.itertuples(index=False)):
+        cells = _cells(line)
+        assert len(cells) == runs.shape[1]
+        assert cells[0] == row.dataset and int(cells[2]) == row.split
+        assert float(cells[3]) == pytest.approx(row.rmse, rel=1e-3)  # .4g
+
+
+def test_markdown_formats_nan_as_empty_and_keeps_index():
+    df = pd.DataFrame({"a": [1.23456789, float("nan")], "b": ["x", "y"]}, index=pd.Index([10, 20], name="id"))
+    lines = to_markdown(df, floatfmt=".3f", index=True).rstrip("\n").split("\n")
+    assert _cells(lines[0]) == ["id", "a", "b"]
+    assert _cells(lines[2]) == ["10", "1.235", "x"]
+    assert _cells(lines[3]) == ["20", "", "y"]
+
+
+def test_markdown_empty_frame():
+    lines = to_markdown(pd.DataFrame({"a": [], "b": []})).rstrip("\n").split("\n")
+    assert len(lines) == 2 and _cells(lines[0]) == ["a", "b"]
+
+
+def test_save_table_csv_round_trip(tmp_path, runs):
+    path = save_table(runs, "uci", tmp_path / "results", title="UCI runs", notes="Published numbers are labelled.")
+    assert path == tmp_path / "results" / "uci.csv"
+    back = pd.read_csv(path)
+    pd.testing.assert_frame_equal(back, runs, check_exact=False, rtol=1e-15)
+    md = (tmp_path / "results" / "uci.md").read_text()
+    assert md.startswith("# UCI runs\n")
+    assert md.rstrip().endswith("Published numbers are labelled.")
+    assert to_markdown(runs) in md
+
+
+def test_mean_and_stderr_against_numpy(runs):
+    summary = mean_and_stderr(runs, ["dataset", "method"], ["rmse", "test_ll"])
+    assert list(summary.columns) == ["dataset", "method", "rmse", "rmse_se", "test_ll", "test_ll_se", "n"]
+    assert len(summary) == 6
+    # groups in order of first appearance
+    assert list(zip(summary.dataset, summary.method))[:2] == [("boston", "map"), ("boston", "bbb")]
+    for row in summary.itertuples(index=False):
+        group = runs[(runs.dataset == row.dataset) & (runs.method == row.method)]
+        assert row.n == len(group)
+        for col in ("rmse", "test_ll"):
+            values = group[col].to_numpy()
+            assert getattr(row, col) == pytest.approx(values.mean(), rel=1e-12)
+            se = values.std(ddof=1) / math.sqrt(len(values)) if len(values) > 1 else 0.0
+            assert getattr(row, f"{col}_se") == pytest.approx(se, rel=1e-12, abs=1e-15)
+
+
+def test_format_mean_se():
+    assert format_mean_se(3.14159, 0.0271) == "3.14 ± 0.03"
+    assert format_mean_se(-2.5, 0.125, digits=3) == "-2.500 ± 0.125"
+
+
+def test_save_figure_writes_a_png(tmp_path):
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    path = save_figure(fig, "curve", tmp_path / "figs")
+    plt.close(fig)
+    assert path == tmp_path / "figs" / "curve.png"
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
