@@ -25,6 +25,7 @@ import pandas as pd
 import pyro
 import pyro.distributions as dist
 import torch
+from pyro.distributions.transforms import LowerCholeskyAffine
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -48,12 +49,16 @@ class Target:
 
     def semi_implicit(self, k):
         half = self.df / 2
-        return SemiImplicit(
-            ExplicitMixing(dist.Gamma(half, half)),
-            lambda lam: dist.MultivariateNormal(torch.zeros(self.dim, dtype=lam.dtype, device=lam.device), scale_tril=self.tril * lam.rsqrt()[..., None, None]),
-            (self.dim,),
-            num_mixing=k,
-        )
+        zero = torch.zeros(self.dim, dtype=self.tril.dtype, device=self.tril.device)
+        whiten = LowerCholeskyAffine(zero, self.tril)
+
+        def conditional(lam):
+            # N(0, Σ/λ) as L·N(0, I/λ): the whitening L⁻¹z is then computed once per value,
+            # not once per mixing draw
+            white = dist.Normal(zero, lam.rsqrt().unsqueeze(-1)).to_event(1)
+            return dist.TransformedDistribution(white, whiten)
+
+        return SemiImplicit(ExplicitMixing(dist.Gamma(half, half)), conditional, (self.dim,), num_mixing=k)
 
     def explicit(self):
         return dist.MultivariateStudentT(self.df, torch.zeros(self.dim, dtype=self.tril.dtype, device=self.tril.device), self.tril)

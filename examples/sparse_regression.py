@@ -46,6 +46,7 @@ from pyrozoo.reporting import save_figure, save_table, to_markdown
 from pyrozoo.utils import set_seed
 
 METHODS = ("sgld-sa", "sgld-em", "sgld")
+OMEGA = PolynomialDecay(10.0, 0.7, offset=1000.0)
 COLUMNS = ["method", "v0", "sigma", "seed", "mae", "mse"]
 
 #: Deng et al. (2019), Table 1: MAE / MSE on the test set, by (v0, initial sigma)
@@ -87,7 +88,7 @@ def build(method: str, v0: float, sigma: float, p: int, n: int, device, dtype):
     precision = 1.0 / sigma**2 if method == "sgld" else dist.Gamma(0.5, 0.5)
     model = BayesianNeuralNetwork(net, prior, Gaussian(n, precision=precision))
     prior.empirical_bayes(net, sigma=sigma, rho=0.5, kappa0=1.0, kappa1=1.0, delta=0.5)
-    omega = {"sgld-sa": PolynomialDecay(10.0, 0.7, offset=1000.0), "sgld-em": 1.0}.get(method)
+    omega = {"sgld-sa": OMEGA, "sgld-em": 1.0}.get(method)
     adaptations = [StochasticApproximation(prior, omega)] if omega is not None else []
     return model, adaptations
 

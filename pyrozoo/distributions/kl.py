@@ -308,3 +308,57 @@ def _summed_ard(q, p):
 for _q_type in (dist.Normal, torch.distributions.Normal, LogScaleNormal, DropoutNormal):
     register_summed_kl(_q_type, LogUniformImproper)(_summed_log_uniform)
     register_summed_kl(_q_type, ARDNormal)(_summed_ard)
+
+
+# -- von Mises-Fisher and the uniform distribution on the sphere (issue 3) -------------------
+from pyrozoo.distributions.von_mises_fisher import (  # noqa: E402
+    HypersphericalUniform,
+    VonMisesFisher,
+    log_sphere_area,
+    vmf_log_normalizer,
+    vmf_mean_resultant_length,
+)
+
+
+def _check_same_sphere(q, p):
+    if q.event_shape != p.event_shape:
+        raise ValueError(f"KL between distributions on spheres of different dimension: {tuple(q.event_shape)} and {tuple(p.event_shape)}")
+
+
+@register_kl(VonMisesFisher, VonMisesFisher)
+def _kl_vmf_vmf(q, p):
+    r"""``log C_d(kq) - log C_d(kp) + A_d(kq) (kq - kp mu_p' mu_q)`` (Oh et al. 2020, eq. 12 and
+    supplementary Sec. 4; with mu_p = mu_q it depends on the concentrations only). Written with
+    ``1 - mu_p' mu_q = |mu_p - mu_q|^2 / 2``, so it is exactly that for equal means, and the
+    special-function part in float64 (its terms are ~kappa each)."""
+    _check_same_sphere(q, p)
+    d = q.dim
+    kq = q.concentration.to(torch.float64)
+    kp = p.concentration.to(torch.float64)
+    a = vmf_mean_resultant_length(d, kq)
+    part = vmf_log_normalizer(d, kq) - vmf_log_normalizer(d, kp) + a * (kq - kp)
+    half_sq_dist = 0.5 * (q.loc - p.loc).square().sum(-1)
+    return part.to(q.loc.dtype) + (a * kp).to(q.loc.dtype) * half_sq_dist
+
+
+@register_kl(VonMisesFisher, HypersphericalUniform)
+def _kl_vmf_uniform(q, p):
+    r"""``kappa A_d(kappa) + log C_d(kappa) + log |S^{d-1}|`` (RDP's ``KL_vMF_Unif``), in float64."""
+    _check_same_sphere(q, p)
+    k = q.concentration.to(torch.float64)
+    kl = k * vmf_mean_resultant_length(q.dim, k) + vmf_log_normalizer(q.dim, k) + log_sphere_area(q.dim)
+    return kl.to(q.loc.dtype).expand(torch.broadcast_shapes(q.batch_shape, p.batch_shape))
+
+
+@register_kl(HypersphericalUniform, VonMisesFisher)
+def _kl_uniform_vmf(q, p):
+    r"""``-log |S^{d-1}| - log C_d(kappa)`` (the uniform's mean of ``mu' x`` is 0)."""
+    _check_same_sphere(q, p)
+    kl = -log_sphere_area(p.dim) - vmf_log_normalizer(p.dim, p.concentration.to(torch.float64))
+    return kl.to(p.loc.dtype).expand(torch.broadcast_shapes(q.batch_shape, p.batch_shape))
+
+
+@register_kl(HypersphericalUniform, HypersphericalUniform)
+def _kl_uniform_uniform(q, p):
+    _check_same_sphere(q, p)
+    return torch.zeros(torch.broadcast_shapes(q.batch_shape, p.batch_shape), dtype=q._dtype, device=q._device)

@@ -143,6 +143,21 @@ def _ratio_div_x(nu: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     return q
 
 
+def _series_log_iv_div_pow(nu: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """log(I_nu(x) / x^nu) from the power series (DLMF 10.25.2), for x^2 <= nu + 1 (float64).
+
+    There every term is at most a quarter of the previous one, so 20 terms are exact to
+    rounding, and ``log1p`` keeps tiny values of ``log I_0(x) ~ x^2 / 4`` relatively accurate.
+    """
+    z = 0.25 * x * x
+    term = torch.ones_like(x)
+    total = torch.zeros_like(x)
+    for k in range(1, 21):
+        term = term * z / (k * (nu + k))
+        total = total + term
+    return torch.log1p(total) - nu * math.log(2.0) - torch.lgamma(nu + 1.0)
+
+
 def _log_iv_div_pow(nu: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """log(I_nu(x) / x^nu) for nu >= 0 (float64)."""
     steps, n_max = _recurrence_steps(nu, 0.0)
@@ -158,6 +173,12 @@ def _log_iv_div_pow(nu: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         denom = 2.0 * m + x2 * q
         out = torch.where(active, out + torch.log(denom), out)
         q = torch.where(active, 1.0 / denom, q)
+    # Below the expansion's range the recurrence adds up logs of size ~log(2m) that cancel
+    # against the expansion at the top order; for small arguments the series has no such
+    # cancellation (it matters where log I is close to 0, e.g. log I_0(x) ~ x^2 / 4).
+    small = (steps > 0) & (x2 <= nu + 1.0)
+    if bool(small.any()):
+        out = torch.where(small, _series_log_iv_div_pow(nu, torch.where(small, x, 0.0)), out)
     return out
 
 
@@ -200,18 +221,28 @@ def _check(nu64: torch.Tensor, x64: torch.Tensor, name: str, min_order: float, s
         raise ValueError(f"{name}: the argument x must be finite and >= 0, got {v}")
 
 
-class _LogBesselIvDivPow(torch.autograd.Function):
+class _LogBesselIv(torch.autograd.Function):
+    """log I_nu(x) (``divide_power=False``) or log(I_nu(x) / x^nu), evaluated in float64."""
+
     @staticmethod
-    def forward(ctx, nu64, x, dtype):
-        out = _log_iv_div_pow(nu64, x.detach().to(torch.float64))
+    def forward(ctx, nu64, x, dtype, divide_power):
+        x64 = x.detach().to(torch.float64)
+        out = _log_iv_div_pow(nu64, x64)
+        if not divide_power:
+            out = out + torch.xlogy(nu64, x64)  # added in float64: the two parts may cancel
         ctx.save_for_backward(nu64, x)
+        ctx.divide_power = divide_power
         return out.to(dtype)
 
     @staticmethod
     def backward(ctx, grad):
         nu64, x = ctx.saved_tensors
-        # d/dx log(I_nu / x^nu) = I_{nu+1} / I_nu
-        return None, grad * bessel_iv_ratio(nu64 + 1.0, x), None
+        # d/dx log(I_nu / x^nu) = I_{nu+1} / I_nu  (differentiable: log I is twice differentiable)
+        derivative = bessel_iv_ratio(nu64 + 1.0, x)
+        if not ctx.divide_power:
+            nu = nu64.to(x.dtype)
+            derivative = derivative + torch.where(nu == 0, torch.zeros_like(x), nu / x)
+        return None, grad * derivative, None, None
 
 
 class _BesselIvRatio(torch.autograd.Function):
@@ -245,7 +276,7 @@ def log_bessel_iv_div_pow(nu: TensorLike, x: TensorLike) -> torch.Tensor:
     """
     nu64, x_b, dtype = _as_tensors(nu, x, "log_bessel_iv_div_pow")
     _check(nu64, x_b.detach().to(torch.float64), "log_bessel_iv_div_pow", 0.0, strict=False)
-    return _LogBesselIvDivPow.apply(nu64, _result_x(x_b, dtype), dtype)
+    return _LogBesselIv.apply(nu64, _result_x(x_b, dtype), dtype, True)
 
 
 def log_bessel_iv(nu: TensorLike, x: TensorLike) -> torch.Tensor:
@@ -258,8 +289,7 @@ def log_bessel_iv(nu: TensorLike, x: TensorLike) -> torch.Tensor:
     """
     nu64, x_b, dtype = _as_tensors(nu, x, "log_bessel_iv")
     _check(nu64, x_b.detach().to(torch.float64), "log_bessel_iv", 0.0, strict=False)
-    x_r = _result_x(x_b, dtype)
-    return _LogBesselIvDivPow.apply(nu64, x_r, dtype) + torch.xlogy(nu64.to(dtype), x_r)
+    return _LogBesselIv.apply(nu64, _result_x(x_b, dtype), dtype, False)
 
 
 def bessel_iv_ratio(nu: TensorLike, x: TensorLike, method: str = "exact") -> torch.Tensor:

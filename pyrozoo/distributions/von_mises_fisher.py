@@ -10,12 +10,14 @@ Its special functions come from :mod:`pyrozoo.distributions.special`; its KL div
 import math
 from typing import Optional
 
+import pyro.distributions as dist
 import torch
 from pyro.distributions import TorchDistribution, constraints
 from pyro.distributions.score_parts import ScoreParts
 from torch.distributions.utils import lazy_property
 
 from pyrozoo.distributions.special import bessel_iv_ratio, log_bessel_iv_div_pow
+from pyrozoo.distributions.util import sum_rightmost
 
 #: a sampler that has not accepted every proposal after this many rounds is broken
 _MAX_REJECTION_ROUNDS = 10_000
@@ -29,6 +31,45 @@ def _compact(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
+def _standard_gamma(alpha: float, n: int, device) -> torch.Tensor:
+    """``n`` draws from Gamma(alpha, 1) in float64 by Marsaglia & Tsang (2000), vectorised.
+
+    torch's own Gamma/Beta samplers draw about one variate per microsecond on a CPU, which
+    would make the (scalar!) rejection step cost more than the d-dimensional tangent; this
+    costs a few Gaussian and uniform draws per variate. ``alpha < 1`` uses the boost
+    ``Gamma(alpha) = Gamma(alpha + 1) * U^(1/alpha)``.
+    """
+    boost = alpha < 1.0
+    a = alpha + 1.0 if boost else alpha
+    d = a - 1.0 / 3.0
+    c = 1.0 / math.sqrt(9.0 * d)
+    out = torch.empty(n, dtype=torch.float64, device=device)
+    pending = torch.arange(n, device=device)
+    for _ in range(_MAX_REJECTION_ROUNDS):
+        k = pending.numel()
+        if k == 0:
+            break
+        z = torch.randn(k, dtype=torch.float64, device=device)
+        v = 1.0 + c * z
+        ok = v > 0
+        v3 = torch.where(ok, v, 1.0) ** 3
+        log_u = torch.rand(k, dtype=torch.float64, device=device).log()
+        accept = ok & (log_u < 0.5 * z * z + d - d * v3 + d * v3.log())
+        out[pending[accept]] = d * v3[accept]
+        pending = pending[~accept]
+    else:  # pragma: no cover
+        raise RuntimeError("gamma sampler did not terminate")
+    if boost:
+        out = out * torch.rand(n, dtype=torch.float64, device=device).pow(1.0 / alpha)
+    return out
+
+
+def _symmetric_beta(alpha: float, n: int, device) -> torch.Tensor:
+    """``n`` draws from Beta(alpha, alpha) in float64, as G1 / (G1 + G2)."""
+    g = _standard_gamma(alpha, 2 * n, device)
+    return g[:n] / (g[:n] + g[n:])
+
+
 def log_sphere_area(dim: int) -> float:
     r""":math:`\log |S^{d-1}| = \log 2 + \tfrac d2 \log \pi - \log\Gamma(\tfrac d2)` for the unit sphere in :math:`\mathbb R^d`."""
     return math.log(2.0) + 0.5 * dim * math.log(math.pi) - math.lgamma(0.5 * dim)
@@ -37,7 +78,10 @@ def log_sphere_area(dim: int) -> float:
 def vmf_log_normalizer(dim: int, concentration: torch.Tensor) -> torch.Tensor:
     r""":math:`\log C_d(\kappa) = -\tfrac d2 \log 2\pi - \log(I_{d/2-1}(\kappa) / \kappa^{d/2-1})`,
     with the exact derivative :math:`-A_d(\kappa)` (no cancellation as :math:`\kappa \to 0`)."""
-    return -0.5 * dim * math.log(2.0 * math.pi) - log_bessel_iv_div_pow(0.5 * dim - 1.0, concentration)
+    kappa = torch.as_tensor(concentration)
+    # the two terms are each ~d log d and cancel for small kappa: added in float64
+    out = -0.5 * dim * math.log(2.0 * math.pi) - log_bessel_iv_div_pow(0.5 * dim - 1.0, kappa.to(torch.float64))
+    return out.to(kappa.dtype) if kappa.is_floating_point() else out
 
 
 def vmf_mean_resultant_length(dim: int, concentration: torch.Tensor) -> torch.Tensor:
@@ -67,6 +111,44 @@ def vmf_concentration(dim: int, mean_resultant_length, *, dtype=None, device=Non
         lo = torch.where(above, lo, mid)
     out = (0.5 * (lo + hi)).exp()
     return out.to(dtype or torch.get_default_dtype())
+
+
+class _IndependentKeepingScore(dist.Independent):
+    """``Independent`` that keeps its base distribution's score-function term.
+
+    Pyro's ``Independent`` falls back to the default ``score_parts``, which treats a
+    distribution with ``has_rsample`` as fully reparameterized and drops the term; a
+    ``VonMisesFisher(...).to_event(n)`` would lose its rejection-sampling correction.
+    """
+
+    def score_parts(self, value):
+        log_prob, score, entropy = self.base_dist.score_parts(value)
+        n = self.reinterpreted_batch_ndims
+
+        def total(t):
+            return sum_rightmost(t, n) if torch.is_tensor(t) and t.dim() else t
+
+        return ScoreParts(total(log_prob), total(score), total(entropy))
+
+    def to_event(self, reinterpreted_batch_ndims=None):
+        if reinterpreted_batch_ndims is None:
+            reinterpreted_batch_ndims = len(self.batch_shape)
+        if reinterpreted_batch_ndims == 0:
+            return self
+        return _IndependentKeepingScore(self.base_dist, self.reinterpreted_batch_ndims + reinterpreted_batch_ndims)
+
+
+def _rowwise_dot(g: torch.Tensor, loc: torch.Tensor, sample_dims: int) -> torch.Tensor:
+    """``(g * loc).sum(-1, keepdim=True)`` for ``g`` of shape ``sample + batch + (d,)`` and ``loc``
+    of shape ``batch + (d,)``, without materialising the product (a matrix-vector product when
+    the batch is empty, a batched one when there is no sample dimension)."""
+    d = g.shape[-1]
+    if loc.dim() == 1:
+        return (g @ loc).unsqueeze(-1)
+    if sample_dims == 0 and loc.is_contiguous():
+        out = torch.bmm(g.reshape(-1, 1, d), loc.reshape(-1, d, 1))
+        return out.reshape(g.shape[:-1] + (1,))
+    return torch.einsum("...i,...i->...", g, loc).unsqueeze(-1)
 
 
 class VonMisesFisher(TorchDistribution):
@@ -154,6 +236,12 @@ class VonMisesFisher(TorchDistribution):
         r""":math:`A_d(\kappa) = \mathbb E[\mu^\top x]`, shape ``batch_shape``."""
         return vmf_mean_resultant_length(self.dim, _compact(self.concentration)).expand(self.batch_shape)
 
+    @lazy_property
+    def _log_normalizer_plus_concentration(self) -> torch.Tensor:
+        # log C_d(kappa) ~ -kappa for large kappa: the sum is formed in float64
+        kappa = _compact(self.concentration).to(torch.float64)
+        return (vmf_log_normalizer(self.dim, kappa) + kappa).to(self.loc.dtype).expand(self.batch_shape)
+
     @property
     def mean(self) -> torch.Tensor:
         return self.mean_resultant_length.unsqueeze(-1) * self.loc
@@ -162,17 +250,32 @@ class VonMisesFisher(TorchDistribution):
     def mode(self) -> torch.Tensor:
         return self.loc
 
+    @property
+    def variance(self) -> torch.Tensor:
+        r"""Per-coordinate variance: :math:`E[x x^\top] = (A/\kappa) I + (1 - d A / \kappa) \mu\mu^\top`, so
+        :math:`\mathrm{Var}[x_i] = A/\kappa + (A' - A/\kappa)\mu_i^2` with
+        :math:`A' = 1 - A^2 - (d-1)A/\kappa` (float64: the terms cancel for large :math:`\kappa`)."""
+        kappa = _compact(self.concentration).to(torch.float64)
+        a = vmf_mean_resultant_length(self.dim, kappa)
+        a_over_k = a / kappa
+        a_prime = 1.0 - a * a - (self.dim - 1.0) * a_over_k
+        a_over_k = a_over_k.to(self.loc.dtype).expand(self.batch_shape).unsqueeze(-1)
+        a_prime = a_prime.to(self.loc.dtype).expand(self.batch_shape).unsqueeze(-1)
+        return a_over_k + (a_prime - a_over_k) * self.loc.square()
+
     def entropy(self) -> torch.Tensor:
-        return -self.log_normalizer - self.concentration * self.mean_resultant_length
+        # -log C - kappa A: both terms ~ kappa for large kappa, so evaluated in float64
+        kappa = _compact(self.concentration).to(torch.float64)
+        h = -vmf_log_normalizer(self.dim, kappa) - kappa * vmf_mean_resultant_length(self.dim, kappa)
+        return h.to(self.loc.dtype).expand(self.batch_shape)
 
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:
         if self._validate_args:
             self._validate_sample(value)
-        # kappa mu'x = kappa - (kappa/2) |x - mu|^2 on the sphere; (log C + kappa) is formed in
-        # float64 inside the special function and |x - mu| has no cancellation, so a large
-        # kappa does not wipe out float32 precision.
+        # kappa mu'x = kappa - (kappa/2) |x - mu|^2 on the sphere: with (log C + kappa) formed in
+        # float64 and |x - mu| free of cancellation, a large kappa does not wipe out float32
         half_sq_dist = 0.5 * (value - self.loc).square().sum(-1)
-        return (self.log_normalizer + self.concentration) - self.concentration * half_sq_dist
+        return self._log_normalizer_plus_concentration - self.concentration * half_sq_dist
 
     # -- sampling ------------------------------------------------------------------------
     def _wood_b(self, kappa64: torch.Tensor) -> torch.Tensor:
@@ -188,15 +291,13 @@ class VonMisesFisher(TorchDistribution):
         # written in epsilon so that nothing of size kappa or m cancels when kappa >> d
         log_half_1pb = torch.log1p(b) - math.log(2.0)
         scale = 2.0 * b * flat_kappa / (1.0 + b)
-        half = torch.full((), 0.5 * m, dtype=torch.float64, device=kappa64.device)
-        beta = torch.distributions.Beta(half, half)
         eps = torch.empty_like(flat_kappa)
         pending = torch.arange(flat_kappa.numel(), device=kappa64.device)
         for _ in range(_MAX_REJECTION_ROUNDS):
             n = pending.numel()
             if n == 0:
                 return eps.reshape(kappa64.shape)
-            e = beta.sample((n,))
+            e = _symmetric_beta(0.5 * m, n, kappa64.device)
             bp = b[pending]
             denom = 1.0 - (1.0 - bp) * e
             log_accept = scale[pending] * (1.0 - 2.0 * e) / denom + m * (log_half_1pb[pending] + torch.log1p((1.0 - bp) * e / denom))
@@ -234,13 +335,22 @@ class VonMisesFisher(TorchDistribution):
         mu1 = loc[..., :1]
         sigma = torch.where(mu1 >= 0, -1.0, 1.0).to(dtype)
         vv = (loc * loc).sum(-1, keepdim=True) - 2.0 * sigma * mu1 + 1.0
-        mu_dot_g = torch.einsum("...i,...i->...", loc.expand(shape), g).unsqueeze(-1)
-        v_dot_x = w * (1.0 - sigma * mu1) - a * mu_dot_g
+        v_dot_x = w * (1.0 - sigma * mu1) - a * _rowwise_dot(g, loc, len(sample_shape))
         c = 2.0 * v_dot_x / vv
-        x = a * g + c * loc
+        # x = H x' = a g + c mu + sigma (w - c) e1, assembled in place on one new tensor
+        x = g * a
+        x.addcmul_(c, loc)
         x[..., :1] += sigma * (w - c)
         self._sample_cache = (x, eps)
         return x
+
+    def to_event(self, reinterpreted_batch_ndims=None):
+        # an Independent that keeps the score-function term of score_parts (Pyro's drops it)
+        if reinterpreted_batch_ndims is None:
+            reinterpreted_batch_ndims = len(self.batch_shape)
+        if reinterpreted_batch_ndims == 0:
+            return self
+        return _IndependentKeepingScore(self, reinterpreted_batch_ndims)
 
     # -- the rejection-sampling gradient correction ----------------------------------------
     def _proposal_of(self, value: torch.Tensor) -> torch.Tensor:
@@ -261,7 +371,8 @@ class VonMisesFisher(TorchDistribution):
         kappa = self.concentration.expand(eps.shape)
         w, _, b, denom = self._w_and_sin(kappa, eps)
         dm1 = self.dim - 1.0
-        score = vmf_log_normalizer(self.dim, kappa.to(torch.float64)) + kappa.to(torch.float64) * w
+        log_c = vmf_log_normalizer(self.dim, _compact(kappa).to(torch.float64)).expand(eps.shape)
+        score = log_c + kappa.to(torch.float64) * w
         score = score + 0.5 * dm1 * torch.log(b) - dm1 * torch.log(denom)
         return ScoreParts(log_prob=log_prob, score_function=score.to(log_prob.dtype), entropy_term=log_prob)
 

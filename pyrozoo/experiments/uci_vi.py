@@ -60,6 +60,8 @@ def _train_and_evaluate(split, config, model, guide, **fit_kwargs) -> dict:
         guide,
         (split.x_train, split.y_train),
         epochs=epochs,
+        # linear decay to a tenth: the last epochs average out the minibatch noise
+        lr_schedule=lambda epoch: 1.0 - 0.9 * epoch / max(epochs - 1, 1),
         batch_size=_setting(config, "batch_size"),
         lr=_setting(config, "lr"),
         device=config.device,

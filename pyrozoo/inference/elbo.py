@@ -4,6 +4,8 @@ import warnings
 
 import torch
 from pyro import poutine
+from pyro.distributions.distribution import Distribution as PyroDistribution
+from pyro.distributions.util import is_identically_zero
 from pyro.infer.elbo import ELBO
 from pyro.infer.util import is_validation_enabled, torch_item
 from pyro.poutine.util import site_is_subsample
@@ -34,6 +36,35 @@ def _scale_and_mask(x, scale, mask):
     if not (isinstance(scale, (int, float)) and scale == 1.0):
         x = x * scale
     return x
+
+
+def _innermost(d):
+    while hasattr(d, "base_dist"):
+        d = d.base_dist
+    return d
+
+
+def _may_have_score_function(d) -> bool:
+    """Whether ``d.score_parts`` may return a non-zero score function: its innermost
+    distribution overrides Pyro's default ``score_parts`` (which is zero for every
+    distribution with ``has_rsample``). Cheap, so that fully reparameterized guides never
+    pay for a ``score_parts`` call (it evaluates ``log_prob``)."""
+    inner = _innermost(d)
+    return getattr(type(inner), "score_parts", None) not in (None, PyroDistribution.score_parts)
+
+
+def _score_function(site):
+    """The masked (not scaled) score-function term of a guide site, or ``None`` when it is zero."""
+    fn = site["fn"]
+    if not _may_have_score_function(fn):
+        return None
+    score = fn.score_parts(site["value"]).score_function
+    if is_identically_zero(score):
+        return None
+    mask = site["mask"]
+    if mask is not None and mask is not True:
+        score = score * mask if mask is not False else torch.zeros_like(score)
+    return score
 
 
 class ClosedFormKL_ELBO(ELBO):
@@ -82,12 +113,18 @@ class ClosedFormKL_ELBO(ELBO):
 
     def _kl(self, guide_site, model_site):
         """Scaled, masked ``KL(q || p)`` of one site, summed to a 0-d tensor."""
+        return self._kl_term(guide_site, model_site)[0]
+
+    def _kl_term(self, guide_site, model_site):
+        """``(KL, evaluated_at_the_sample)``: the scaled, masked KL of one site summed to a 0-d
+        tensor, and whether it is the Monte Carlo estimate at the guide's sample (rather than
+        a closed form in the distributions' parameters)."""
         q, p = guide_site["fn"], model_site["fn"]
         scale, mask = guide_site["scale"], guide_site["mask"]
         if mask is None and not (torch.is_tensor(scale) and scale.dim() > 0):
             total = summed_kl(q, p)
             if total is not None:
-                return total * scale if not (isinstance(scale, (int, float)) and scale == 1.0) else total
+                return (total * scale if not (isinstance(scale, (int, float)) and scale == 1.0) else total), False
         key = (_signature(q), _signature(p))
         if key not in self._no_closed_form:
             try:
@@ -96,15 +133,26 @@ class ClosedFormKL_ELBO(ELBO):
                 self._no_closed_form.add(key)
             else:
                 kl = _scale_and_mask(kl, guide_site["scale"], guide_site["mask"])
-                return kl.sum() if torch.is_tensor(kl) else kl * q.batch_shape.numel()
+                return (kl.sum() if torch.is_tensor(kl) else kl * q.batch_shape.numel()), False
         z = guide_site["value"]
         log_q = _scale_and_mask(q.log_prob(z), guide_site["scale"], guide_site["mask"])
         log_p = _scale_and_mask(p.log_prob(z), model_site["scale"], model_site["mask"])
-        return log_q.sum() - log_p.sum()
+        return log_q.sum() - log_p.sum(), True
 
     def elbo_particle(self, model_trace, guide_trace) -> torch.Tensor:
-        """The (differentiable) ELBO of one particle from a model trace replayed against a guide trace."""
+        """The (differentiable) ELBO of one particle from a model trace replayed against a guide trace.
+
+        Guide sites whose sampler is only partly reparameterized (a non-zero ``score_function``
+        in ``score_parts``, e.g. the rejection-sampling correction of
+        :class:`~pyrozoo.distributions.VonMisesFisher`) add the score-function term
+        ``sg(cost) * score_function``, where ``cost`` is the part of this particle's ELBO that is
+        evaluated at the sampled values (observed log-likelihoods and Monte Carlo KL terms);
+        closed-form KLs are functions of the distributions' parameters and are left out, which
+        keeps the estimator unbiased as long as no prior's parameters depend on the value of
+        such a site. The term has value zero: only the gradient changes.
+        """
         elbo = 0.0
+        cost = 0.0  # the sample-dependent part of elbo
         for name, site in model_trace.nodes.items():
             if site["type"] != "sample" or site_is_subsample(site):
                 continue
@@ -112,18 +160,31 @@ class ClosedFormKL_ELBO(ELBO):
                 log_p = site.get("log_prob")
                 if log_p is None:
                     log_p = site["fn"].log_prob(site["value"])
-                elbo = elbo + _scale_and_mask(log_p, site["scale"], site["mask"]).sum()
+                term = _scale_and_mask(log_p, site["scale"], site["mask"]).sum()
+                elbo, cost = elbo + term, cost + term
             else:
                 guide_site = guide_trace.nodes.get(name)
                 if guide_site is None:
                     continue  # sampled from its prior inside the model: no KL contribution
-                elbo = elbo - self._kl(guide_site, site)
+                kl, at_sample = self._kl_term(guide_site, site)
+                elbo = elbo - kl
+                if at_sample:
+                    cost = cost - kl
         for name, site in guide_trace.nodes.items():
             if site["type"] == "sample" and name not in model_trace.nodes and not site_is_subsample(site):
                 if not site["infer"].get("is_auxiliary"):
                     warnings.warn(f"guide site {name!r} is not in the model and not marked is_auxiliary")
                 log_q = site["fn"].log_prob(site["value"])
-                elbo = elbo - _scale_and_mask(log_q, site["scale"], site["mask"]).sum()
+                term = _scale_and_mask(log_q, site["scale"], site["mask"]).sum()
+                elbo, cost = elbo - term, cost - term
+        surrogate = 0.0
+        for site in guide_trace.nodes.values():
+            if site["type"] == "sample" and not site_is_subsample(site):
+                score = _score_function(site)
+                if score is not None:
+                    surrogate = surrogate + (score * (cost.detach() if torch.is_tensor(cost) else cost)).sum()
+        if torch.is_tensor(surrogate):
+            elbo = elbo + (surrogate - surrogate.detach())
         return elbo
 
     # -- direct evaluation ------------------------------------------------------------------
@@ -166,6 +227,8 @@ class ClosedFormKL_ELBO(ELBO):
         values, pairs = {}, []
         for name, prior in sites:
             q = guide.posterior(name)
+            if _may_have_score_function(q):
+                return None  # needs the score-function term of elbo_particle
             base = normal_base(q) if estimator is not None else None
             if base is not None:
                 values[name] = NormalWeight(base, q.batch_shape + q.event_shape, estimator)

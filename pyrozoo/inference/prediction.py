@@ -4,6 +4,7 @@ from typing import Dict, Optional
 
 import torch
 from pyro.infer import Predictive
+from pyro.infer.autoguide.initialization import InitMessenger, init_to_sample
 
 from pyrozoo import metrics
 from pyrozoo.models.likelihoods import Categorical, Gaussian, PosteriorPredictive
@@ -14,6 +15,18 @@ def _latent_names(model, x) -> list:
     if likelihood is None:
         return []
     return [name for name, _ in likelihood.latent_sites(x[:1]).values()]
+
+
+def _init_to_sample_or_network(site):
+    """A prior sample, or the network's own value where the prior is improper and cannot be
+    sampled (log-uniform, ARD): ``Predictive`` runs the model once unconditioned to learn
+    its sites' shapes. Sites the guide covers are then overwritten by its draws."""
+    try:
+        return init_to_sample(site)
+    except NotImplementedError:
+        from pyrozoo.guides.base import init_to_network
+
+        return init_to_network(site, fallback=init_to_sample)
 
 
 @torch.no_grad()
@@ -28,11 +41,12 @@ def posterior_samples(model, guide, x: torch.Tensor, num_samples: int = 100, bat
     if num_samples < 1:
         raise ValueError("num_samples must be >= 1")
     names = _latent_names(model, x)
+    model_fn = InitMessenger(_init_to_sample_or_network)(model)
     if not batch_size or batch_size >= len(x):
-        return Predictive(model, guide=guide, num_samples=num_samples, return_sites=["_RETURN", *names])(x)
+        return Predictive(model_fn, guide=guide, num_samples=num_samples, return_sites=["_RETURN", *names])(x)
     draws = Predictive(guide, num_samples=num_samples)(x[:batch_size])
     outputs = [
-        Predictive(model, posterior_samples=draws, return_sites=["_RETURN"])(chunk)["_RETURN"]
+        Predictive(model_fn, posterior_samples=draws, return_sites=["_RETURN"])(chunk)["_RETURN"]
         for chunk in torch.split(x, batch_size)
     ]
     return {"_RETURN": torch.cat(outputs, 1), **{name: draws[name] for name in names}}

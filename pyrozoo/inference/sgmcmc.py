@@ -198,6 +198,9 @@ class StochasticGradientMCMC:
             sites.append(_LatentSite(name, value, fn.support))
         if not sites:
             raise ValueError("the model has no latent continuous sample site to sample")
+        unknown = sorted(set(self.init_values) - {s.name for s in sites})
+        if unknown:
+            raise ValueError(f"init_values name sites the model does not sample: {unknown} (sampled: {[s.name for s in sites]})")
         self._sites = sites
         self._build_momenta()
         for a in self.adaptations:

@@ -54,12 +54,15 @@ def rho_tilde(beta: torch.Tensor, sigma: torch.Tensor, delta: torch.Tensor, v0: 
     :math:`b = (2\sigma v_0)^{-1} e^{-|\beta|/(\sigma v_0)} (1 - \delta)`, evaluated as
     :math:`\mathrm{sigmoid}(\log a - \log b)` so that it stays finite for any :math:`\beta`
     in any precision."""
-    log_odds = (
-        torch.log(delta) - torch.log1p(-delta)
-        + torch.log(2.0 * v0 * sigma) + beta.abs() / (sigma * v0)
-        - 0.5 * (_LOG_2PI + torch.log(sigma.square() * v1)) - beta.square() / (2.0 * v1 * sigma.square())
-    )
-    return torch.sigmoid(log_odds)
+    return _rho_tilde(beta.abs(), beta.square(), sigma, delta, v0, v1)
+
+
+def _rho_tilde(abs_beta, sq_beta, sigma, delta, v0, v1):
+    # log a - log b = c + |beta| / (sigma v0) - beta^2 / (2 sigma^2 v1), with c a 0-dim tensor
+    c = torch.log(delta) - torch.log1p(-delta) + torch.log(2.0 * v0 * sigma) - 0.5 * (_LOG_2PI + torch.log(sigma.square() * v1))
+    log_odds = torch.addcmul(c, abs_beta, 1.0 / (sigma * v0))
+    log_odds.addcmul_(sq_beta, -0.5 / (v1 * sigma.square()))
+    return log_odds.sigmoid_()
 
 
 def kappa_tilde(rho: torch.Tensor, v0: float, v1: float):
@@ -195,13 +198,14 @@ class StochasticApproximation(Adaptation):
         l2_norm = torch.zeros((), device=sigma.device, dtype=sigma.dtype)
         for name in state.names:
             beta = sampler.unconstrained(name).detach()
+            abs_beta, sq_beta = beta.abs(), beta.square()
             rho = state.rho[name]
-            rho.lerp_(rho_tilde(beta, sigma, state.delta[name], prior.v0, prior.v1), omega)
+            rho.lerp_(_rho_tilde(abs_beta, sq_beta, sigma, state.delta[name], prior.v0, prior.v1), omega)
             k0, k1 = kappa_tilde(rho, prior.v0, prior.v1)
             state.kappa0[name].lerp_(k0, omega)
             state.kappa1[name].lerp_(k1, omega)
-            l1_norm += (state.kappa0[name] * beta.abs()).sum()
-            l2_norm += (state.kappa1[name] * beta.square()).sum()
+            l1_norm += torch.dot(state.kappa0[name].reshape(-1), abs_beta.reshape(-1))
+            l2_norm += torch.dot(state.kappa1[name].reshape(-1), sq_beta.reshape(-1))
             if self.update_delta:
                 state.delta[name].lerp_(delta_tilde(rho.sum(), rho.numel(), prior.a, prior.b), omega)
         if self.update_sigma:

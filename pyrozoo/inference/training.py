@@ -18,10 +18,10 @@ from pyrozoo.data.batching import TensorBatches
 from pyrozoo.data.validation import check_finite
 from pyrozoo.inference.elbo import ClosedFormKL_ELBO
 from pyrozoo.inference.schedules import KLSchedule
-from pyrozoo.poutine import flipout, latent_scale, local_reparameterization
+from pyrozoo.poutine import flipout, latent_scale, local_reparameterization, weights_per_example
 from pyrozoo.utils import resolve_device, set_seed
 
-ESTIMATORS = {"local": local_reparameterization, "flipout": flipout, None: None, "none": None}
+ESTIMATORS = {"local": local_reparameterization, "flipout": flipout, "per-example": weights_per_example, None: None, "none": None}
 
 
 def default_optimizer(params, lr: float = 1e-3):
@@ -133,7 +133,7 @@ def fit(
     if not isinstance(epochs, int) or epochs < 0:
         raise ValueError(f"epochs must be a non-negative int, got {epochs!r}")
     if estimator not in ESTIMATORS:
-        raise ValueError(f"estimator must be one of 'local', 'flipout' or None, got {estimator!r}")
+        raise ValueError(f"estimator must be one of 'local', 'flipout', 'per-example' or None, got {estimator!r}")
     if checkpoint_every < 1:
         raise ValueError("checkpoint_every must be >= 1")
     objective = objective if objective is not None else ClosedFormKL_ELBO()

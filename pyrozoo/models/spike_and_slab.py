@@ -25,10 +25,10 @@ The prior has two forms:
   variables :math:`\theta = (\rho, \kappa_0, \kappa_1, \sigma, \delta)` are *optimised* by
   stochastic approximation (:class:`~pyrozoo.inference.sgmcmc_sa.StochasticApproximation`)
   and held in an :class:`SSGLState`, not sampled. Each sparse weight tensor is one sample
-  site whose log-density is, up to terms constant in the weights, the EM expectation of
-  Eq. 10, :math:`-\kappa_0 |\beta| / \sigma - \kappa_1 \beta^2 / (2\sigma^2)`: an
-  :class:`~pyrozoo.distributions.ElasticNet` with rates :math:`\kappa_0/\sigma` and
-  :math:`\kappa_1/\sigma^2`. The sampler's drift is then :math:`\nabla_\beta Q`.
+  site whose "log-density" is the EM expectation of Eq. 10 over the indicators,
+  :math:`-\kappa_0 |\beta| / \sigma - \kappa_1 \beta^2 / (2\sigma^2)` plus the expected
+  normalisers (:class:`~pyrozoo.distributions.SSGLExpectedLogDensity`), so the model's
+  log-joint is :math:`Q_1` and the sampler's drift is :math:`\nabla_\beta Q`.
 """
 
 import math
@@ -40,6 +40,7 @@ import torch
 from torch import nn
 
 from pyrozoo.distributions.elastic_net import ElasticNet
+from pyrozoo.distributions.ssgl_expectation import SSGLExpectedLogDensity
 from pyrozoo.models.priors import INIT_VALUE_KEY, Prior, join_name
 from pyrozoo.models.selection import ParameterSelector
 
@@ -226,10 +227,7 @@ class SpikeAndSlabPrior(Prior):
         state = self.state
         if name not in state.rho:
             raise RuntimeError(f"the empirical-Bayes state has no entry for sparse parameter {name!r}; call empirical_bayes(net) again")
-        sigma = state.sigma
-        # validate_args=False: the state is valid by construction, and validating would read
-        # the device every step
-        prior = ElasticNet(state.kappa0[name] / sigma, state.kappa1[name] / sigma.square(), validate_args=False)
+        prior = SSGLExpectedLogDensity(state.kappa0[name], state.kappa1[name], state.rho[name], state.sigma, self.v0, self.v1)
         return pyro.sample(name, prior.to_event(param.dim()), infer={INIT_VALUE_KEY: param.detach()})
 
     def _sample_hierarchical(self, name, param):

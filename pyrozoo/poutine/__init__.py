@@ -5,8 +5,13 @@ from pyrozoo.poutine.weight_noise import (
     FlipoutMessenger,
     LocalReparameterizationMessenger,
     NormalWeight,
+    WeightMeansMessenger,
+    WeightNoiseMessenger,
+    WeightsPerExampleMessenger,
     flipout,
     local_reparameterization,
+    weight_means,
+    weights_per_example,
 )
 
 __all__ = [
@@ -15,6 +20,11 @@ __all__ = [
     "local_reparameterization",
     "flipout",
     "NormalWeight",
+    "WeightNoiseMessenger",
+    "WeightsPerExampleMessenger",
+    "WeightMeansMessenger",
+    "weights_per_example",
+    "weight_means",
     "LatentScaleMessenger",
     "latent_scale",
 ]

@@ -135,9 +135,7 @@ def _layer_output(func, args, kwargs):
     if weight.loc.dim() != expected_weight_dim:
         return NotImplemented  # e.g. a batch of weights from vectorized particles
     with torch._C.DisableTorchFunctionSubclass():
-        if weight.estimator == "local":
-            return _local_reparameterization(func, x, weight, bias, rest, kwargs)
-        return _flipout(func, x, weight, bias, rest, kwargs)
+        return _ESTIMATORS[weight.estimator](func, x, weight, bias, rest, kwargs)
 
 
 def _local_reparameterization(func, x, weight, bias, rest, kwargs):
@@ -168,6 +166,47 @@ def _flipout(func, x, weight, bias, rest, kwargs):
     noise = func(x * sign_in, perturbation, None, *rest, **kwargs)
     sign_out = _random_signs((noise.shape[0], noise.shape[1]) + spatial, noise)
     return mean + noise * sign_out
+
+
+def _weights_per_example(func, x, weight, bias, rest, kwargs):
+    """The exact but slow reference: an independent weight sample for every example."""
+    M = x.shape[0]
+    w = weight.loc + weight.scale * torch.randn((M,) + tuple(weight.loc.shape), dtype=weight.loc.dtype, device=weight.loc.device)
+    if isinstance(bias, NormalWeight):
+        b = bias.loc + bias.scale * torch.randn((M,) + tuple(bias.loc.shape), dtype=bias.loc.dtype, device=bias.loc.device)
+    else:
+        b = None if bias is None else bias.expand((M,) + tuple(bias.shape))
+    if func is F.linear:
+        if x.dim() != 2:
+            return NotImplemented
+        out = torch.bmm(w, x.unsqueeze(-1)).squeeze(-1)
+        return out if b is None else out + b
+    # convolutions: fold the examples into groups of one grouped convolution
+    names = ["stride", "padding", "dilation", "groups"]
+    options = dict(zip(names, rest))
+    options.update(kwargs)
+    groups = options.pop("groups", 1)
+    folded = func(
+        x.reshape((1, -1) + tuple(x.shape[2:])),
+        w.reshape((-1,) + tuple(w.shape[2:])),
+        None if b is None else b.reshape(-1),
+        groups=groups * M,
+        **options,
+    )
+    return folded.reshape((M, -1) + tuple(folded.shape[2:]))
+
+
+def _weight_means(func, x, weight, bias, rest, kwargs):
+    """No weight noise: the layer at the posterior mean (the minimal-variance reference)."""
+    return func(x, weight.loc, bias.loc if isinstance(bias, NormalWeight) else bias, *rest, **kwargs)
+
+
+_ESTIMATORS = {
+    "local": _local_reparameterization,
+    "flipout": _flipout,
+    "per-example": _weights_per_example,
+    "mean": _weight_means,
+}
 
 
 def normal_base(fn):
@@ -214,6 +253,21 @@ class FlipoutMessenger(WeightNoiseMessenger):
     estimator = "flipout"
 
 
+class WeightsPerExampleMessenger(WeightNoiseMessenger):
+    """An independent weight sample per example in linear and convolution layers: the
+    exact, slow estimator that local reparameterization approximates in distribution
+    (Kingma et al. 2015, Sec. 2.3; "weight sample per data point" in their Table 1)."""
+
+    estimator = "per-example"
+
+
+class WeightMeansMessenger(WeightNoiseMessenger):
+    """Linear and convolution layers use the posterior mean of Normal weights (no weight
+    noise): the reference of minimal gradient variance in Kingma et al. (2015), Table 1."""
+
+    estimator = "mean"
+
+
 def local_reparameterization(fn=None):
     """``with local_reparameterization(): ...`` or ``local_reparameterization(model)``."""
     msngr = LocalReparameterizationMessenger()
@@ -223,4 +277,16 @@ def local_reparameterization(fn=None):
 def flipout(fn=None):
     """``with flipout(): ...`` or ``flipout(model)``."""
     msngr = FlipoutMessenger()
+    return msngr(fn) if fn is not None else msngr
+
+
+def weights_per_example(fn=None):
+    """``with weights_per_example(): ...``: an independent weight sample per example."""
+    msngr = WeightsPerExampleMessenger()
+    return msngr(fn) if fn is not None else msngr
+
+
+def weight_means(fn=None):
+    """``with weight_means(): ...``: layers at the posterior mean of their Normal weights."""
+    msngr = WeightMeansMessenger()
     return msngr(fn) if fn is not None else msngr

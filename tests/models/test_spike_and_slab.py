@@ -58,26 +58,30 @@ def test_prior_draws_match_the_hierarchy():
     assert abs(float(rates.mean()) - 0.3) < 5 * math.sqrt(var / 300)
 
 
-def test_empirical_bayes_site_is_the_q_term_up_to_a_constant(device, dtype):
-    """log p(beta) - log p(beta') = Q(beta) - Q(beta') with Q = -kappa0 |beta| / sigma - kappa1 beta^2 / (2 sigma^2)."""
+def test_empirical_bayes_site_is_the_expected_log_density_of_eq_10(device, dtype):
+    """The site's log_prob is E_gamma[log pi(beta | sigma, gamma)] with gamma ~ Bernoulli(rho),
+    written with kappa_0, kappa_1 (Eq. 10, 13): when kappa = kappa~(rho) it is the rho-mixture
+    of the two components' log-densities."""
     net = cnn_like(device, dtype)
     prior = ssgl()
     model = BayesianNeuralNetwork(net, prior, Categorical(None))
-    state = prior.empirical_bayes(model, sigma=1.7, rho=0.3)
-    state.kappa0["0.weight"].uniform_(0.0, 3.0)
-    state.kappa1["0.weight"].uniform_(0.0, 3.0)
-    trace = trace_model(model, torch.randn(2, 6, device=device, dtype=dtype))
+    state = prior.empirical_bayes(model, sigma=1.7)
+    state.rho["0.weight"].uniform_(0.0, 1.0)
+    state.kappa0["0.weight"].copy_((1 - state.rho["0.weight"]) / prior.v0)
+    state.kappa1["0.weight"].copy_(state.rho["0.weight"] / prior.v1)
+    trace = poutine.trace(poutine.condition(model, {"0.weight": net[0].weight.detach()})).get_trace(torch.randn(2, 6, device=device, dtype=dtype))
     site = trace.nodes["0.weight"]
     assert "0.weight.gamma" not in trace.nodes and "ssgl.sigma_sq" not in trace.nodes
-    b1 = torch.randn(5, 6, device=device, dtype=dtype)
-    b2 = torch.randn(5, 6, device=device, dtype=dtype) * 3
-
-    def q(b):
-        return (-state.kappa0["0.weight"] * b.abs() / state.sigma - state.kappa1["0.weight"] * b.square() / (2 * state.sigma**2)).sum()
-
+    beta = torch.randn(5, 6, device=device, dtype=dtype) * 3
+    sigma, rho = state.sigma, state.rho["0.weight"]
+    laplace = torch.distributions.Laplace(torch.zeros((), device=device, dtype=dtype), sigma * prior.v0).log_prob(beta)
+    normal = torch.distributions.Normal(torch.zeros((), device=device, dtype=dtype), sigma * math.sqrt(prior.v1)).log_prob(beta)
+    expected = ((1 - rho) * laplace + rho * normal).sum()
     tol = 1e-4 if dtype == torch.float32 else 1e-10
-    assert torch.allclose(site["fn"].log_prob(b1) - site["fn"].log_prob(b2), q(b1) - q(b2), rtol=tol, atol=tol)
+    assert torch.allclose(site["fn"].log_prob(beta), expected, rtol=tol, atol=tol)
     assert torch.allclose(site["infer"]["pyrozoo_init_value"], net[0].weight)
+    with pytest.raises(NotImplementedError, match="hierarchical"):
+        site["fn"].sample()
 
 
 def test_empirical_bayes_defaults_follow_eq_13():

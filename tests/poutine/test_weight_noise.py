@@ -7,10 +7,10 @@ import torch
 import torch.nn.functional as F
 
 from pyrozoo.distributions import LogScaleNormal
-from pyrozoo.poutine import NormalWeight, flipout, local_reparameterization
+from pyrozoo.poutine import NormalWeight, flipout, local_reparameterization, weight_means, weights_per_example
 from tests.stats import gaussian_variance_rel_tolerance, mean_tolerance
 
-HANDLERS = {"local": local_reparameterization, "flipout": flipout}
+HANDLERS = {"local": local_reparameterization, "flipout": flipout, "per-example": weights_per_example}
 
 # (layer function, input shape, weight shape, bias shape, keyword arguments)
 LAYER_CASES = [
@@ -40,7 +40,7 @@ def _sample_outputs(func, x, w_loc, w_scale, b_loc, b_scale, handler, num_sample
     return torch.stack(outs)
 
 
-@pytest.mark.parametrize("handler", ["local", "flipout"])
+@pytest.mark.parametrize("handler", ["local", "flipout", "per-example"])
 @pytest.mark.parametrize("name,func,x_shape,w_shape,b_shape,kwargs", LAYER_CASES, ids=[c[0] for c in LAYER_CASES])
 def test_output_moments_match_weight_sampling(handler, name, func, x_shape, w_shape, b_shape, kwargs, device):
     """Mean and per-unit variance of the handler's outputs equal the exact moments under
@@ -62,7 +62,7 @@ def test_output_moments_match_weight_sampling(handler, name, func, x_shape, w_sh
     assert rel.abs().max() < gaussian_variance_rel_tolerance(S, k)
 
 
-@pytest.mark.parametrize("handler", ["local", "flipout"])
+@pytest.mark.parametrize("handler", ["local", "flipout", "per-example"])
 def test_examples_get_independent_noise(handler):
     """Identical inputs in one minibatch get different outputs (per-example noise); under
     plain weight sampling they would coincide."""
@@ -117,3 +117,28 @@ def test_non_normal_sites_are_untouched():
     with local_reparameterization():
         z = pyro.sample("z", dist.Laplace(torch.zeros(3), 1.0).to_event(1))
     assert not isinstance(z, NormalWeight)
+
+
+@pytest.mark.parametrize("name,func,x_shape,w_shape,b_shape,kwargs", LAYER_CASES, ids=[c[0] for c in LAYER_CASES])
+def test_weight_means_is_the_layer_at_the_posterior_mean(name, func, x_shape, w_shape, b_shape, kwargs):
+    x = torch.randn(x_shape)
+    w_loc, b_loc = torch.randn(w_shape), None if b_shape is None else torch.randn(b_shape)
+
+    def layer():
+        w = pyro.sample("w", dist.Normal(w_loc, 1.0).to_event(len(w_shape)))
+        b = None if b_loc is None else pyro.sample("b", dist.Normal(b_loc, 1.0).to_event(1))
+        return func(x, w, b, **kwargs)
+
+    with weight_means():
+        assert torch.allclose(layer(), func(x, w_loc, b_loc, **kwargs))
+
+
+def test_per_example_weights_differ_between_examples_of_a_conv():
+    """The grouped-convolution folding gives each example its own filter: two identical
+    images get different outputs, and a single image has the same statistics as before."""
+    x = torch.randn(1, 2, 5, 5).expand(3, 2, 5, 5)
+    with weights_per_example():
+        w = pyro.sample("w", dist.Normal(torch.zeros(4, 2, 3, 3), 1.0).to_event(4))
+        out = F.conv2d(x, w)
+    assert out.shape == (3, 4, 3, 3)
+    assert not torch.allclose(out[0], out[1])

@@ -1,0 +1,27 @@
+# The two commands of the README:
+#   make demo   sets everything up and runs the main demo (UCI Boston, Bayes by Backprop, 20 splits)
+#   make test   sets everything up and runs the test suite
+VENV ?= .venv
+PYTHON := $(VENV)/bin/python
+DATA_DIR ?=
+DATA_ARG := $(if $(DATA_DIR),--data-dir $(DATA_DIR),)
+PYTEST_ARGS ?= -q -n 2
+
+.PHONY: setup demo test test-all bench
+
+$(VENV)/.installed: pyproject.toml scripts/setup.sh
+	bash scripts/setup.sh $(VENV)
+
+setup: $(VENV)/.installed
+
+demo: $(VENV)/.installed
+	$(PYTHON) examples/uci_regression.py --method bbb --dataset bostonHousing --splits 0-19 $(DATA_ARG)
+
+test: $(VENV)/.installed
+	$(PYTHON) -m pytest $(PYTEST_ARGS)
+
+test-all: $(VENV)/.installed
+	$(PYTHON) -m pytest $(PYTEST_ARGS) --runslow
+
+bench: $(VENV)/.installed
+	$(PYTHON) benchmarks/step_overhead.py

@@ -1,0 +1,185 @@
+"""Accuracy under fast-gradient-sign attacks: deterministic net, MC dropout, Sparse VD and a
+variance network on MNIST (LeNet-300-100).
+
+Each model is attacked through its own posterior-averaged predictive probabilities
+(``pyrozoo.robustness``): the deterministic network with its softmax, MC dropout with the
+average over dropout masks, Sparse VD and the variance network with the average over
+weight samples from their guides. Writes ``<results-dir>/fgsm_robustness.{csv,md,png}``.
+
+Examples::
+
+    python examples/fgsm_robustness.py --epochs 50 --sparse-vd-checkpoint /tmp/svd_lenet300.pt
+    python examples/fgsm_robustness.py --quick        # smoke run used by the tests
+"""
+
+import argparse
+import time
+from pathlib import Path
+
+import pandas as pd
+import pyro
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from pyrozoo.cli import add_common_arguments, device_from_args
+from pyrozoo.data import TensorBatches, load_mnist
+from pyrozoo.experiments.compress_sparse_vd import train_sparse_vd
+from pyrozoo.experiments.lenet import CompressionConfig
+from pyrozoo.experiments.lenet_recipes import linear_to_zero
+from pyrozoo.experiments.variance_networks import train_variational_dropout
+from pyrozoo.inference import default_optimizer
+from pyrozoo.reporting import save_figure, save_table, to_markdown
+from pyrozoo.robustness import fgsm_accuracy
+from pyrozoo.utils import set_seed
+
+DEFAULT_EPSILONS = "0,0.02,0.05,0.1,0.15,0.2,0.3"
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--epochs", type=int, default=50, help="training epochs of every model")
+    parser.add_argument("--epsilons", default=DEFAULT_EPSILONS, help="attack strengths (inputs in [0, 1])")
+    parser.add_argument("--num-samples", type=int, default=20, help="posterior / dropout samples averaged per prediction")
+    parser.add_argument("--test-size", type=int, default=10000, help="attack the first N test images")
+    parser.add_argument("--dropout", type=float, default=0.5, help="dropout rate of the MC-dropout network")
+    parser.add_argument("--variance-parameterization", default="layer", help="parameterization of the variance network (layer, neuron, zero-mean)")
+    parser.add_argument("--sparse-vd-checkpoint", type=Path, default=None, help="a checkpoint of examples/compress_lenet.py's sparse-vd lenet300 run to reuse (trained further to --epochs if shorter)")
+    parser.add_argument("--checkpoint-dir", type=Path, default=None, help="resumable checkpoints of the models trained here")
+    add_common_arguments(parser)
+    return parser.parse_args(argv)
+
+
+class DropoutMLP(nn.Sequential):
+    """LeNet-300-100 with dropout on its inputs to each hidden and output layer (Gal & Ghahramani 2016)."""
+
+    def __init__(self, p: float):
+        super().__init__(nn.Flatten(), nn.Linear(784, 300), nn.ReLU(), nn.Dropout(p), nn.Linear(300, 100), nn.ReLU(), nn.Dropout(p), nn.Linear(100, 10))
+
+
+def train_plain(net, train, epochs, device, seed, progress):
+    """Cross-entropy training with Adam (lr 1e-3 decayed linearly to 0), batch 100."""
+    net.to(device).train()
+    batches = TensorBatches(*train, batch_size=100, seed=seed).to(device)
+    opt = default_optimizer(net.parameters(), 1e-3)
+    schedule = linear_to_zero(epochs)
+    for epoch in range(epochs):
+        for group in opt.param_groups:
+            group["lr"] = 1e-3 * schedule(epoch)
+        for x, y, _ in batches:
+            opt.zero_grad(set_to_none=True)
+            F.cross_entropy(net(x), y).backward()
+            opt.step()
+    return net
+
+
+def deterministic_probs(net):
+    net.eval()
+    return lambda x: torch.softmax(net(x), -1)
+
+
+def mc_dropout_probs(net, num_samples):
+    def probs(x):
+        net.train()  # dropout active: an average over masks
+        return torch.stack([torch.softmax(net(x), -1) for _ in range(num_samples)]).mean(0)
+
+    return probs
+
+
+def posterior_probs(model, guide, num_samples):
+    """Average over weight samples from the guide, differentiable in the input."""
+
+    def probs(x):
+        out = []
+        for _ in range(num_samples):
+            with torch.no_grad():
+                values = {name: guide.posterior(name).sample() for name in guide.sites()}
+            out.append(torch.softmax(model.net_output(values, x), -1))
+        return torch.stack(out).mean(0)
+
+    return probs
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    device = device_from_args(args)
+    epsilons = [float(e) for e in args.epsilons.split(",")]
+    train = load_mnist("mnist", train=True, data_dir=args.data_dir)
+    test = load_mnist("mnist", train=False, data_dir=args.data_dir)
+    epochs, num_samples, test_size = args.epochs, args.num_samples, args.test_size
+    if args.quick:
+        train = (train[0][:500], train[1][:500])
+        epochs, num_samples, test_size = 1, 2, 100
+        epsilons = epsilons[:3]
+    x_test, y_test = test[0][:test_size].to(device), test[1][:test_size].to(device)
+    ckpt = (lambda name: str(args.checkpoint_dir / f"fgsm_{name}.pt")) if args.checkpoint_dir else (lambda name: None)
+    if args.checkpoint_dir:
+        args.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    progress = not args.no_progress
+    models = {}
+    t0 = time.perf_counter()
+
+    set_seed(args.seed)
+    det = train_plain(nn.Sequential(nn.Flatten(), nn.Linear(784, 300), nn.ReLU(), nn.Linear(300, 100), nn.ReLU(), nn.Linear(100, 10)), train, epochs, device, args.seed, progress)
+    models["deterministic"] = deterministic_probs(det)
+    set_seed(args.seed)
+    dropout_net = train_plain(DropoutMLP(args.dropout), train, epochs, device, args.seed, progress)
+    models[f"MC dropout (p={args.dropout})"] = mc_dropout_probs(dropout_net, num_samples)
+
+    set_seed(args.seed)
+    svd_checkpoint = str(args.sparse_vd_checkpoint) if args.sparse_vd_checkpoint and not args.quick else ckpt("sparse_vd")
+    svd_epochs = epochs
+    if args.sparse_vd_checkpoint and not args.quick and args.sparse_vd_checkpoint.exists():
+        svd_epochs = max(epochs, int(torch.load(args.sparse_vd_checkpoint, map_location="cpu", weights_only=False)["epoch"]))
+    config = CompressionConfig(arch="lenet300", device=device, seed=args.seed, progress=progress, extra={"checkpoint": svd_checkpoint})
+    svd_model, svd_guide, _ = train_sparse_vd(train, config, svd_epochs)
+    models["Sparse VD"] = posterior_probs(svd_model, svd_guide, num_samples)
+
+    set_seed(args.seed)
+    vn_model, vn_guide, _ = train_variational_dropout(
+        "lenet300", args.variance_parameterization, train, epochs=epochs, seed=args.seed, device=device,
+        checkpoint=ckpt(f"variance_{args.variance_parameterization}"), progress=progress,
+    )
+    models[f"variance network ({args.variance_parameterization})"] = posterior_probs(vn_model, vn_guide, num_samples)
+
+    frames = []
+    for name, probs_fn in models.items():
+        pyro.set_rng_seed(args.seed)
+        table = fgsm_accuracy(probs_fn, x_test, y_test, epsilons, batch_size=500)
+        table.insert(0, "model", name)
+        frames.append(table)
+        print(f"{name}: " + ", ".join(f"eps={e:g}: {a:.3f}" for e, a in zip(table.epsilon, table.accuracy)), flush=True)
+    results = pd.concat(frames, ignore_index=True)
+    wide = results.pivot(index="epsilon", columns="model", values="accuracy").reset_index()
+    wide.columns.name = None
+    print(to_markdown(wide, floatfmt=".4f"))
+    notes = (
+        f"Accuracy (fraction of the first {test_size} MNIST test images) under FGSM attacks of strength epsilon "
+        f"(max-norm, inputs in [0, 1]) on the posterior-averaged predictive ({num_samples} samples; for the "
+        f"stochastic models the attack and the evaluation use different draws). LeNet-300-100, {epochs} epochs "
+        f"each (Sparse VD: {svd_epochs}), seed {args.seed}; {time.perf_counter() - t0:.0f} s in all. "
+        "Produced by examples/fgsm_robustness.py."
+    )
+    stem = "fgsm_robustness"
+    save_table(wide, stem, args.results_dir, title="FGSM robustness on MNIST", notes=notes)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    for name in models:
+        part = results[results.model == name]
+        ax.plot(part.epsilon, part.accuracy, marker="o", label=name)
+    ax.set_xlabel("attack strength epsilon")
+    ax.set_ylabel("test accuracy")
+    ax.set_title("FGSM on MNIST, LeNet-300-100")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    save_figure(fig, stem, args.results_dir)
+    plt.close(fig)
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+r"""The EM expectation of the spike-and-slab Gaussian-Laplace log-density (Deng et al. 2019, Eq. 10).
+
+With :math:`\gamma \sim \mathrm{Bernoulli}(\rho)`, the expected complete-data log-density of a
+weight under the SSGL prior :math:`(1-\gamma)\,\mathcal L(0, \sigma v_0) + \gamma\,\mathcal N(0, \sigma^2 v_1)` is
+
+.. math::
+
+    \mathbb E_\gamma[\log \pi(\beta \mid \sigma, \gamma)]
+    = -\frac{\kappa_0 |\beta|}{\sigma} - \frac{\kappa_1 \beta^2}{2\sigma^2}
+      - (1 - \rho) \log(2 \sigma v_0) - \rho\, \tfrac12 \log(2\pi \sigma^2 v_1),
+
+with :math:`\kappa_0 = (1-\rho)/v_0` and :math:`\kappa_1 = \rho / v_1` (Eq. 13); SG-MCMC-SA
+carries :math:`\kappa_0, \kappa_1` as their own stochastic-approximation averages, so they are
+separate parameters here. This is the prior part of :math:`Q_1` and the potential whose
+gradient the sampler follows. It is a function of :math:`\beta`, not a normalised density:
+there is no ``sample``; draw prior samples from the hierarchical model instead.
+"""
+
+import math
+
+import torch
+from pyro.distributions import TorchDistribution, constraints
+
+_LOG_2 = math.log(2.0)
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+class SSGLExpectedLogDensity(TorchDistribution):
+    r"""``log_prob(beta)`` is the expectation above, elementwise.
+
+    :param kappa0, kappa1, rho: tensors broadcastable to the weight's shape.
+    :param sigma: the global scale :math:`\sigma` (0-dim tensor).
+    :param float v0, v1: the SSGL hyperparameters.
+    """
+
+    arg_constraints = {}
+    support = constraints.real
+    has_rsample = False
+
+    def __init__(self, kappa0: torch.Tensor, kappa1: torch.Tensor, rho: torch.Tensor, sigma: torch.Tensor, v0: float, v1: float, validate_args=None):
+        self.kappa0, self.kappa1, self.rho, self.sigma = kappa0, kappa1, rho, sigma
+        self.v0, self.v1 = float(v0), float(v1)
+        batch_shape = torch.broadcast_shapes(kappa0.shape, kappa1.shape, rho.shape)
+        super().__init__(batch_shape, validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(SSGLExpectedLogDensity, _instance)
+        batch_shape = torch.Size(batch_shape)
+        new.kappa0, new.kappa1, new.rho = (t.expand(batch_shape) for t in (self.kappa0, self.kappa1, self.rho))
+        new.sigma, new.v0, new.v1 = self.sigma, self.v0, self.v1
+        super(SSGLExpectedLogDensity, new).__init__(batch_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
+    def log_prob(self, value):
+        sigma = self.sigma
+        log_laplace_norm = _LOG_2 + torch.log(sigma * self.v0)
+        log_gauss_norm = 0.5 * (_LOG_2PI + torch.log(sigma.square() * self.v1))
+        # -(1 - rho) log_laplace_norm - rho log_gauss_norm, as one pass over rho
+        constant = torch.addcmul(-log_laplace_norm, self.rho, log_laplace_norm - log_gauss_norm)
+        penalty = self.kappa0 * value.abs() / sigma + self.kappa1 * value.square() / (2.0 * sigma.square())
+        return constant - penalty
+
+    def sample(self, sample_shape=torch.Size()):
+        raise NotImplementedError(
+            "SSGLExpectedLogDensity is the EM expectation of the SSGL log-density (Deng et al. 2019, Eq. 10), "
+            "not a normalised density of the weights: sample the prior's hierarchical form instead"
+        )

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Creates the virtual environment and installs pyrozoo with its test and plotting extras.
+# Usage: scripts/setup.sh [VENV_DIR]
+#   TORCH_INDEX_URL=https://download.pytorch.org/whl/cu124 scripts/setup.sh   # a CUDA build of torch
+# Without TORCH_INDEX_URL, torch==2.13.0 is installed first (on CPU-only machines set up
+# like ours this resolves to a local CPU wheel; it also keeps pip from resolving an
+# unpinned torch to the multi-GB CUDA build). An already installed torch is kept.
+set -euo pipefail
+VENV="${1:-.venv}"
+PYTHON="${PYTHON:-python3}"
+if [ ! -x "$VENV/bin/python" ]; then
+    "$PYTHON" -m venv "$VENV"
+fi
+PIP=("$VENV/bin/python" -m pip install --quiet --disable-pip-version-check)
+if ! "$VENV/bin/python" -c "import torch" >/dev/null 2>&1; then
+    if [ -n "${TORCH_INDEX_URL:-}" ]; then
+        "${PIP[@]}" torch --index-url "$TORCH_INDEX_URL"
+    else
+        "${PIP[@]}" "torch==2.13.0"
+    fi
+fi
+"${PIP[@]}" -e ".[test,plots]"
+touch "$VENV/.installed"
+echo "pyrozoo installed in $VENV ($("$VENV/bin/python" -c 'import torch, pyro; print("torch", torch.__version__, "pyro", pyro.__version__)'))"

@@ -1,0 +1,445 @@
+"""The von Mises-Fisher distribution and the uniform distribution on the sphere.
+
+Sampler correctness (for every case of ``SAMPLER_CASES``, float32 and float64):
+* unit norm and finiteness;
+* mean resultant length E[mu'x] = A_d(kappa), tolerance from the sample's standard error;
+* Kolmogorov-Smirnov test of the angle to the mean against the exact marginal density
+  f(theta) ~ exp(kappa cos theta) sin(theta)^(d-2), integrated numerically;
+* uniformity of the tangent direction: (1 + e'v)/2 ~ Beta((d-2)/2, (d-2)/2) for e orthogonal to mu;
+gradients (kappa: pathwise + rejection correction against A_d'(kappa), and the pathwise part
+alone detectably biased; loc: against A_d(kappa)(I - mu mu')a), the density against mpmath's
+normaliser and scipy, entropy, moments and the KL divergences against Monte Carlo estimates.
+The large-d grid of the test plan (d up to 1e4, kappa up to 1e5) runs with ``--runslow``.
+"""
+
+import functools
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pyro
+import pyro.distributions as dist
+import pytest
+import torch
+from pyro.distributions.testing.gof import auto_goodness_of_fit
+from scipy import stats
+from torch.distributions import kl_divergence
+
+from pyrozoo.distributions import HypersphericalUniform, VonMisesFisher
+from pyrozoo.distributions.special import bessel_iv_ratio
+from pyrozoo.distributions.von_mises_fisher import log_sphere_area, vmf_concentration, vmf_log_normalizer
+from tests.stats import mean_tolerance, z_bound
+
+REFERENCES = json.loads((Path(__file__).parent / "bessel_references.json").read_text())["points"]
+
+
+def rdp_ml_kappa(d, eps):
+    """RDP's prior/initial concentration ``ml_kappa(d, eps)`` (its ``torch_user/nn/utils.py``)."""
+    return (max(4, d) - 3) * (1 - eps) / (1 - (1 - eps) ** 2)
+
+
+#: (d, kappa, number of samples); the regression cases of known bugs in other samplers are
+#: (1000, 20) (s-vae's switch of b), (800, ml_kappa(800, 0.005)) (float32 cancellation in b) and
+#: (10, 1e5) (an inexact Householder reflection).
+SAMPLER_CASES = [
+    (2, 1e-3, 20000),
+    (2, 1.0, 20000),
+    (3, 0.1, 20000),
+    (3, 1e5, 20000),
+    (5, 2.0, 20000),
+    (10, 10.0, 20000),
+    (10, 1e5, 20000),
+    (100, 50.0, 20000),
+    (100, rdp_ml_kappa(100, 0.005), 20000),
+    (1000, 20.0, 5000),
+    (800, rdp_ml_kappa(800, 0.005), 5000),
+]
+SLOW_SAMPLER_CASES = [
+    (d, kappa, 20000 if d <= 1000 else 4000)
+    for d in (2, 3, 10, 100, 1000, 10000)
+    for kappa in (1e-3, 0.1, 1.0, 10.0, rdp_ml_kappa(d, 0.5), rdp_ml_kappa(d, 0.1), rdp_ml_kappa(d, 0.005), rdp_ml_kappa(d, 0.002), 1e5)
+]
+#: p-value threshold of the KS tests: a 1e-3 chance that any correct case fails, Bonferroni
+P_THRESHOLD = 1e-3 / (4 * len(SLOW_SAMPLER_CASES))
+
+
+def _case_id(case):
+    d, kappa, n = case
+    return f"d{d}-k{kappa:.3g}"
+
+
+def _unit(v):
+    return v / v.norm(dim=-1, keepdim=True)
+
+
+@functools.lru_cache(maxsize=8)
+def _draw(d, kappa, n, dtype_name):
+    """Samples of one case with a mean direction that has no special alignment, and the direction."""
+    dtype = getattr(torch, dtype_name)
+    g = torch.Generator().manual_seed(hash((d, round(kappa, 6))) % 2**31)
+    mu = _unit(torch.randn(d, generator=g, dtype=torch.float64))
+    torch.manual_seed(d * 1000 + int(math.log10(kappa) * 10) % 997)
+    x = VonMisesFisher(mu.to(dtype), torch.tensor(kappa, dtype=dtype)).sample((n,))
+    return x, mu
+
+
+def _angle_cdf(d, kappa):
+    """CDF of theta = angle(x, mu), density ~ exp(kappa (cos theta - 1)) sin(theta)^(d-2) on [0, pi]."""
+    theta = np.unique(np.concatenate([np.linspace(0.0, np.pi, 200_001), np.geomspace(1e-12, np.pi, 200_001)]))
+    with np.errstate(divide="ignore"):
+        log_f = -2.0 * kappa * np.sin(theta / 2) ** 2 + (d - 2) * np.log(np.sin(theta)) if d > 2 else -2.0 * kappa * np.sin(theta / 2) ** 2
+    log_f = np.where(np.isfinite(log_f), log_f, -np.inf)
+    f = np.exp(log_f - log_f.max())
+    cdf = np.concatenate([[0.0], np.cumsum(0.5 * (f[1:] + f[:-1]) * np.diff(theta))])
+    cdf /= cdf[-1]
+    return lambda t: np.interp(t, theta, cdf)
+
+
+def _check_sampler(d, kappa, n, dtype):
+    x, mu = _draw(d, kappa, n, str(dtype).split(".")[-1])
+    assert x.dtype == dtype and x.shape == (n, d)
+    assert torch.isfinite(x).all()
+    eps = 1e-12 if dtype == torch.float64 else 1e-6
+    assert (x.double().norm(dim=-1) - 1).abs().max() <= eps
+
+    x64 = x.double()
+    t = 0.5 * (x64 - mu).square().sum(-1)  # 1 - mu'x without cancellation
+    w = 1.0 - t
+    a = float(bessel_iv_ratio(d / 2, torch.tensor(kappa, dtype=torch.float64)))
+    # statistical tolerance plus the rounding of float32 coordinates
+    tol = mean_tolerance(float(w.var()), n, 2 * len(SLOW_SAMPLER_CASES)) + 4 * torch.finfo(dtype).eps * math.sqrt(d) * float(t.mean().sqrt() + 1e-30)
+    assert abs(float(w.mean()) - a) <= tol + (0 if dtype == torch.float64 else 1e-7)
+
+    theta = 2.0 * np.arcsin(np.sqrt(np.clip(t.numpy() / 2.0, 0.0, 1.0)))
+    p_marginal = stats.kstest(theta, _angle_cdf(d, kappa)).pvalue
+    assert p_marginal > P_THRESHOLD, f"angle to the mean: KS p-value {p_marginal}"
+
+    # tangent direction against a fixed unit vector e orthogonal to mu
+    e = torch.randn(d, dtype=torch.float64, generator=torch.Generator().manual_seed(7))
+    e = _unit(e - (e @ mu) * mu)
+    r = x64 - (x64 @ mu).unsqueeze(-1) * mu
+    s = (_unit(r) @ e).clamp(-1.0, 1.0)
+    if d == 2:
+        p_tangent = stats.binomtest(int((s > 0).sum()), n, 0.5).pvalue
+    else:
+        p_tangent = stats.kstest(((1.0 + s) / 2.0).numpy(), stats.beta((d - 2) / 2, (d - 2) / 2).cdf).pvalue
+    assert p_tangent > P_THRESHOLD, f"tangent direction: p-value {p_tangent}"
+
+
+@pytest.mark.parametrize("case", SAMPLER_CASES, ids=_case_id)
+def test_sampler(case, dtype):
+    _check_sampler(*case, dtype)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", SLOW_SAMPLER_CASES, ids=_case_id)
+def test_sampler_full_grid(case, dtype):
+    _check_sampler(*case, dtype)
+
+
+@pytest.mark.parametrize("mu", [[1.0, 0.0, 0.0, 0.0], [-1.0, 0.0, 0.0, 0.0], [1.0, 1e-9, 0.0, 0.0], [0.0, 0.0, 0.0, -1.0]])
+def test_reflection_has_no_special_case_at_the_poles(mu, dtype):
+    """Means at +-e1 (where a reflection through e1 - mu degenerates) sample correctly."""
+    mu = _unit(torch.tensor(mu, dtype=torch.float64))
+    kappa, n = 1e5, 20000
+    x = VonMisesFisher(mu.to(dtype), torch.tensor(kappa, dtype=dtype)).sample((n,)).double()
+    t = 0.5 * (x - mu).square().sum(-1)
+    theta = 2.0 * np.arcsin(np.sqrt(t.numpy() / 2.0))
+    assert stats.kstest(theta, _angle_cdf(4, kappa)).pvalue > P_THRESHOLD
+
+
+@pytest.mark.parametrize("d", [2, 3, 4])
+def test_pyro_goodness_of_fit(d):
+    """Pyro's density-based goodness of fit on the (d-1)-dimensional sphere."""
+    mu = _unit(torch.arange(1.0, d + 1.0, dtype=torch.float64))
+    q = VonMisesFisher(mu, torch.tensor(3.0, dtype=torch.float64))
+    x = q.sample((20000,))
+    assert auto_goodness_of_fit(x, q.log_prob(x).exp(), dim=d - 1) > 1e-4
+
+
+# -- gradients -----------------------------------------------------------------------------
+
+
+def _kappa_gradient(d, kappa, n, correction=True, seed=0):
+    """Per-sample estimates of d/dkappa E[mu'x] (pathwise, plus the rejection correction)."""
+    torch.manual_seed(seed)
+    mu = _unit(torch.ones(d, dtype=torch.float64))
+    k = torch.full((n,), kappa, dtype=torch.float64, requires_grad=True)
+    q = VonMisesFisher(mu.expand(n, d), k, gradient_correction=correction)
+    x = q.rsample()
+    f = x @ mu
+    surrogate = f.sum()
+    score = q.score_parts(x).score_function
+    if torch.is_tensor(score):
+        surrogate = surrogate + (f.detach() * score).sum()
+    (g,) = torch.autograd.grad(surrogate, k)
+    return g
+
+
+def _a_prime(d, kappa):
+    a = float(bessel_iv_ratio(d / 2, torch.tensor(kappa, dtype=torch.float64)))
+    return 1.0 - a * a - (d - 1) * a / kappa
+
+
+@pytest.mark.parametrize("d, kappa, n", [(5, 2.0, 100_000), (10, 10.0, 100_000), (100, 50.0, 40_000)])
+def test_kappa_gradient_is_unbiased(d, kappa, n):
+    g = _kappa_gradient(d, kappa, n)
+    tol = mean_tolerance(float(g.var()), n, 6)
+    assert abs(float(g.mean()) - _a_prime(d, kappa)) <= tol
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("d, kappa", [(5, 2.0), (10, 10.0), (100, 50.0), (100, 459.5), (1000, 664.7)])
+def test_kappa_gradient_is_unbiased_many_samples(d, kappa):
+    g = _kappa_gradient(d, kappa, 400_000 if d <= 100 else 100_000)
+    assert abs(float(g.mean()) - _a_prime(d, kappa)) <= mean_tolerance(float(g.var()), g.numel(), 5)
+
+
+def test_pathwise_kappa_gradient_alone_is_biased():
+    """Guards against silently dropping the correction: pathwise-only is ~13% low at (5, 2)."""
+    g = _kappa_gradient(5, 2.0, 100_000, correction=False)
+    assert float(g.mean()) < _a_prime(5, 2.0) - 10 * math.sqrt(float(g.var()) / g.numel())
+
+
+def test_score_function_recovered_from_a_value_matches_the_cached_one():
+    torch.manual_seed(0)
+    mu = _unit(torch.randn(6, 7, dtype=torch.float64))
+    q = VonMisesFisher(mu, torch.tensor(5.0, dtype=torch.float64))
+    x = q.rsample((3,))
+    cached = q.score_parts(x).score_function
+    recovered = q.score_parts(x.clone()).score_function
+    torch.testing.assert_close(recovered, cached, rtol=1e-9, atol=1e-9)
+    assert VonMisesFisher(mu, 5.0, gradient_correction=False).score_parts(x).score_function == 0
+
+
+def test_loc_gradient(dtype):
+    """grad_v E[a'x] = A (I - mu mu') a / |v| for mu = v / |v|."""
+    d, kappa, n = 6, 3.0, 50_000
+    torch.manual_seed(1)
+    v = torch.tensor([0.5, -1.0, 2.0, 0.3, 0.0, 1.0], dtype=dtype).expand(n, d).clone().requires_grad_()
+    a = torch.tensor([1.0, 2.0, -1.0, 0.5, 3.0, -2.0], dtype=dtype)
+    mu = v / v.norm(dim=-1, keepdim=True)
+    x = VonMisesFisher(mu, torch.tensor(kappa, dtype=dtype)).rsample()
+    (g,) = torch.autograd.grad((x @ a).sum(), v)
+    m = mu[0].detach().double()
+    A = float(bessel_iv_ratio(d / 2, torch.tensor(kappa, dtype=torch.float64)))
+    expected = A * (a.double() - (m @ a.double()) * m) / v[0].detach().double().norm()
+    tol = mean_tolerance(g.double().var(0), n, 2 * d) + 1e-5
+    assert ((g.double().mean(0) - expected).abs() <= tol).all()
+
+
+def test_trace_elbo_gradient_in_kappa_is_unbiased():
+    """Pyro's Trace_ELBO uses ``score_parts``: the surrogate gradient of E_q[log p(y | x)] - KL,
+    with q = vMF(mu, kappa), matches the closed form (built from E[x] and E[xx'])."""
+    d, y, a = 4, 0.7, torch.tensor([1.0, -0.5, 2.0, 0.3], dtype=torch.float64)
+    mu = _unit(torch.tensor([0.2, 1.0, -0.4, 0.5], dtype=torch.float64))
+
+    def model():
+        x = pyro.sample("x", HypersphericalUniform(d, dtype=torch.float64))
+        pyro.sample("y", dist.Normal(x @ a, 1.0), obs=torch.tensor(y, dtype=torch.float64))
+
+    def guide(kappa):
+        pyro.sample("x", VonMisesFisher(mu, kappa))
+
+    def exact(kappa):
+        A = bessel_iv_ratio(d / 2, kappa)
+        second = (A / kappa) * (a @ a) + (1 - d * A / kappa) * (mu @ a) ** 2  # a' E[xx'] a
+        expected_log_lik = -0.5 * (y * y - 2 * y * A * (mu @ a) + second) - 0.5 * math.log(2 * math.pi)
+        return expected_log_lik - kl_divergence(VonMisesFisher(mu, kappa), HypersphericalUniform(d, dtype=torch.float64))
+
+    kappa0 = torch.tensor(2.0, dtype=torch.float64, requires_grad=True)
+    (expected,) = torch.autograd.grad(exact(kappa0), kappa0)
+    elbo = pyro.infer.Trace_ELBO(num_particles=2000, vectorize_particles=True, max_plate_nesting=0)
+    grads = []
+    for _ in range(30):
+        kappa = torch.tensor(2.0, dtype=torch.float64, requires_grad=True)
+        (g,) = torch.autograd.grad(-elbo.differentiable_loss(model, lambda: guide(kappa)), kappa)
+        grads.append(float(g))
+    grads = np.array(grads)
+    assert abs(grads.mean() - float(expected)) <= z_bound(1, 1e-6) * grads.std(ddof=1) / math.sqrt(len(grads))
+
+
+# -- density, normaliser, entropy, moments ----------------------------------------------------
+
+
+def test_log_normalizer_matches_mpmath(dtype, device):
+    d = torch.tensor([p["d"] for p in REFERENCES], dtype=torch.float64)
+    kappa = torch.tensor([p["kappa"] for p in REFERENCES], dtype=torch.float64)
+    ref = torch.tensor([p["log_normalizer"] for p in REFERENCES], dtype=torch.float64)
+    # one call per dimension (the normaliser takes d as a Python int)
+    for dim in sorted({p["d"] for p in REFERENCES}):
+        at = d == dim
+        value = vmf_log_normalizer(dim, kappa[at].to(dtype=dtype, device=device))
+        assert value.dtype == dtype and torch.isfinite(value).all()
+        err = (value.double().cpu() - ref[at]).abs() / ref[at].abs().clamp(min=1.0)
+        # float32: the rounding of kappa moves log C by about kappa * eps
+        tol = 1e-12 if dtype == torch.float64 else 4 * torch.finfo(torch.float32).eps * (1 + kappa[at] / ref[at].abs().clamp(min=1.0))
+        assert (err <= tol).all(), f"d={dim}: {err.max()}"
+
+
+@pytest.mark.parametrize("d, kappa", [(3, 0.5), (5, 20.0), (50, 100.0), (200, 1e3)])
+def test_log_prob_matches_scipy(d, kappa, dtype):
+    mu = _unit(torch.linspace(-1.0, 2.0, d, dtype=torch.float64))
+    q = VonMisesFisher(mu.to(dtype), torch.tensor(kappa, dtype=dtype), validate_args=True)
+    x = torch.cat([q.sample((20,)), HypersphericalUniform(d, dtype=dtype).sample((5,)), mu.to(dtype).unsqueeze(0)])
+    ref = stats.vonmises_fisher(mu.numpy(), kappa).logpdf(x.double().numpy() / np.linalg.norm(x.double().numpy(), axis=-1, keepdims=True))
+    tol = {"rtol": 1e-10, "atol": 1e-10} if dtype == torch.float64 else {"rtol": 1e-5, "atol": 1e-5 * max(1.0, kappa / 100)}
+    torch.testing.assert_close(q.log_prob(x).double(), torch.as_tensor(ref), **tol)
+
+
+def test_entropy_mean_and_variance_match_monte_carlo(dtype):
+    torch.manual_seed(2)
+    mu = _unit(torch.randn(3, 8, dtype=torch.float64)).to(dtype)
+    kappa = torch.tensor([0.3, 12.0, 400.0], dtype=dtype)
+    q = VonMisesFisher(mu, kappa)
+    n = 40000
+    x = q.sample((n,))
+    neg_lp = -q.log_prob(x).double()
+    assert ((neg_lp.mean(0) - q.entropy().double()).abs() <= mean_tolerance(neg_lp.var(0), n, 3) + 1e-4).all()
+    xd = x.double()
+    assert ((xd.mean(0) - q.mean.double()).abs() <= mean_tolerance(xd.var(0), n, 48) + 1e-6).all()
+    sq = (xd - q.mean.double()) ** 2
+    assert ((sq.mean(0) - q.variance.double()).abs() <= mean_tolerance(sq.var(0), n, 48) + 1e-6).all()
+
+
+def test_concentration_inverts_the_mean_resultant_length():
+    for d in (2, 13, 500, 10000):
+        rho = torch.tensor([0.05, 0.5, 0.9, 0.998], dtype=torch.float64)
+        kappa = vmf_concentration(d, rho, dtype=torch.float64)
+        torch.testing.assert_close(bessel_iv_ratio(d / 2, kappa), rho, rtol=1e-10, atol=0)
+    # RDP's approximation ml_kappa agrees with the exact value for large d
+    assert vmf_concentration(1000, 0.9).item() == pytest.approx(rdp_ml_kappa(1000, 0.1), rel=0.01)
+    with pytest.raises(ValueError, match="mean resultant length"):
+        vmf_concentration(5, 1.0)
+
+
+# -- KL divergences --------------------------------------------------------------------------
+
+
+def _mc_kl(q, p, n=40000):
+    x = q.sample((n,))
+    diff = (q.log_prob(x) - p.log_prob(x)).double()
+    return diff.mean(0), mean_tolerance(diff.var(0), n, 8)
+
+
+@pytest.mark.parametrize("same_mean", [True, False])
+def test_kl_vmf_vmf_matches_monte_carlo(same_mean, dtype):
+    torch.manual_seed(3)
+    mu_q = _unit(torch.randn(4, 10, dtype=torch.float64))
+    mu_p = mu_q if same_mean else _unit(torch.randn(4, 10, dtype=torch.float64))
+    q = VonMisesFisher(mu_q.to(dtype), torch.tensor([0.5, 5.0, 50.0, 500.0], dtype=dtype))
+    p = VonMisesFisher(mu_p.to(dtype), torch.tensor(20.0, dtype=dtype))
+    kl = kl_divergence(q, p)
+    assert kl.shape == (4,) and kl.dtype == dtype
+    mc, tol = _mc_kl(q, p)
+    assert ((kl.double() - mc).abs() <= tol + 1e-4 * (1 + mc.abs())).all()
+
+
+def test_kl_with_the_uniform_matches_monte_carlo():
+    torch.manual_seed(4)
+    mu = _unit(torch.randn(3, 6, dtype=torch.float64))
+    q = VonMisesFisher(mu, torch.tensor([0.1, 3.0, 80.0], dtype=torch.float64))
+    u = HypersphericalUniform(6, (3,), dtype=torch.float64)
+    for a, b in ((q, u), (u, q)):
+        mc, tol = _mc_kl(a, b)
+        assert ((kl_divergence(a, b) - mc).abs() <= tol).all()
+    assert kl_divergence(u, u).abs().max() == 0
+
+
+def test_kl_is_finite_nonnegative_on_the_reference_grid(dtype):
+    """KL(vMF(mu, kq) || vMF(mu, kp)) over the grid's concentrations, in both dtypes, with its gradient."""
+    for dim in (2, 3, 10, 100, 1000, 10000, 100000):
+        kappas = torch.tensor(sorted({p["kappa"] for p in REFERENCES if p["d"] == dim}), dtype=dtype)
+        kq = kappas.repeat_interleave(len(kappas)).requires_grad_()
+        kp = kappas.repeat(len(kappas))
+        mu = torch.zeros(len(kq), dim, dtype=dtype)
+        mu[:, 0] = 1.0
+        kl = kl_divergence(VonMisesFisher(mu, kq), VonMisesFisher(mu, kp))
+        (g,) = torch.autograd.grad(kl.sum(), kq)
+        assert torch.isfinite(kl).all() and torch.isfinite(g).all()
+        scale = 1e-12 if dtype == torch.float64 else 1e-5
+        assert (kl >= -scale * (1 + kq.detach() + kp)).all()
+        assert (kl[kq == kp].abs() <= scale * (1 + kp[kq == kp])).all()
+
+
+def test_same_mean_kl_has_no_gradient_in_the_mean():
+    v = torch.randn(5, 20, dtype=torch.float64, requires_grad=True)
+    mu = v / v.norm(dim=-1, keepdim=True)
+    kl = kl_divergence(VonMisesFisher(mu, 30.0), VonMisesFisher(mu, 60.0)).sum()
+    (g,) = torch.autograd.grad(kl, v)
+    assert g.abs().max() <= 1e-12
+
+
+# -- shapes and validation ------------------------------------------------------------------
+
+SHAPE_CASES = [((3,), ()), ((4, 5), ()), ((4, 5), (4,)), ((2, 1, 3), (4,)), ((6,), (2, 3))]
+
+
+@pytest.mark.parametrize("loc_shape, kappa_shape", SHAPE_CASES)
+def test_shapes_and_expand(loc_shape, kappa_shape, device, dtype):
+    loc = _unit(torch.randn(loc_shape, dtype=dtype, device=device))
+    kappa = torch.rand(kappa_shape, dtype=dtype, device=device) * 10 + 0.1
+    q = VonMisesFisher(loc, kappa, validate_args=True)
+    batch = torch.broadcast_shapes(loc_shape[:-1], kappa_shape)
+    assert q.batch_shape == batch and q.event_shape == loc_shape[-1:]
+    x = q.rsample((7,))
+    assert x.shape == (7,) + batch + loc_shape[-1:] and x.dtype == dtype and x.device.type == device.type
+    for t in (q.log_prob(x), q.score_parts(x).score_function):
+        assert t.shape == (7,) + batch and t.dtype == dtype
+    assert q.entropy().shape == batch and q.mean.shape == batch + loc_shape[-1:] and q.variance.shape == q.mean.shape
+    e = q.expand((2,) + batch)
+    assert e.batch_shape == (2,) + batch and e._validate_args
+    torch.testing.assert_close(e.log_prob(x[:, None]), q.log_prob(x[:, None]).expand(7, 2, *batch))
+    assert e.sample((3,)).shape == (3, 2) + batch + loc_shape[-1:]
+
+
+def test_independent_wrapper_passes_score_parts_through():
+    q = VonMisesFisher(_unit(torch.randn(5, 4, dtype=torch.float64)), 3.0).to_event(1)
+    x = q.rsample()
+    parts = q.score_parts(x)
+    assert parts.log_prob.shape == () and parts.score_function.shape == ()
+
+
+@pytest.mark.parametrize(
+    "loc, kappa, match",
+    [
+        ([1.0, 1.0, 0.0], 1.0, "loc"),
+        ([1.0, 0.0, 0.0], 0.0, "concentration"),
+        ([1.0, 0.0, 0.0], -2.0, "concentration"),
+        ([1.0, 0.0, 0.0], float("nan"), "concentration"),
+        ([float("nan"), 0.0, 0.0], 1.0, "loc"),
+    ],
+)
+def test_invalid_parameters_raise(loc, kappa, match):
+    with pytest.raises(ValueError, match=match):
+        VonMisesFisher(torch.tensor(loc), torch.tensor(kappa), validate_args=True)
+
+
+def test_bad_shapes_and_values_raise():
+    with pytest.raises(ValueError, match="d >= 2"):
+        VonMisesFisher(torch.ones(3, 1), 1.0)
+    with pytest.raises(ValueError, match="does not broadcast"):
+        VonMisesFisher(_unit(torch.randn(4, 3)), torch.ones(3))
+    with pytest.raises(TypeError, match="floating-point"):
+        VonMisesFisher(torch.tensor([1, 0]), 1.0)
+    q = VonMisesFisher(torch.tensor([1.0, 0.0, 0.0]), 2.0, validate_args=True)
+    with pytest.raises(ValueError):
+        q.log_prob(torch.tensor([1.0, 1.0, 0.0]))
+    with pytest.raises(ValueError, match="dim"):
+        HypersphericalUniform(1)
+    with pytest.raises(ValueError, match="different dimension"):
+        kl_divergence(q, HypersphericalUniform(4))
+
+
+def test_hyperspherical_uniform(device, dtype):
+    u = HypersphericalUniform(5, (2, 3), dtype=dtype, device=device, validate_args=True)
+    x = u.sample((20000,))
+    assert x.shape == (20000, 2, 3, 5) and x.dtype == dtype and x.device.type == device.type
+    assert ((x.norm(dim=-1) - 1).abs() < 1e-5).all()
+    torch.testing.assert_close(u.log_prob(x[:2]), torch.full((2, 2, 3), -log_sphere_area(5), dtype=dtype, device=device))
+    torch.testing.assert_close(u.entropy(), torch.full((2, 3), log_sphere_area(5), dtype=dtype, device=device))
+    # the first coordinate: (1 + x_1)/2 ~ Beta((d-1)/2, (d-1)/2)
+    assert stats.kstest(((1 + x[:, 0, 0, 0].double().cpu()) / 2).numpy(), stats.beta(2, 2).cdf).pvalue > 1e-4
+    assert math.isclose(log_sphere_area(3), math.log(4 * math.pi)) and math.isclose(log_sphere_area(2), math.log(2 * math.pi))
+    assert u.expand((4, 2, 3)).batch_shape == (4, 2, 3)

@@ -1,0 +1,60 @@
+"""Smoke runs (--quick) of the foundation's example scripts: they run end to end on the
+real data and write their tables where asked."""
+
+import runpy
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def run_example(script, *args, monkeypatch):
+    """Runs ``examples/<script>`` as ``__main__`` with ``args``; a zero exit status is success."""
+    monkeypatch.setattr(sys, "argv", [str(EXAMPLES / script), *map(str, args)])
+    try:
+        runpy.run_path(str(EXAMPLES / script), run_name="__main__")
+    except SystemExit as e:
+        if e.code not in (0, None):
+            raise
+
+
+@pytest.mark.parametrize("method", ["map", "mfvi", "bbb"])
+def test_uci_regression_quick(method, tmp_path, monkeypatch):
+    run_example("uci_regression.py", "--method", method, "--quick", "--no-progress", "--results-dir", tmp_path, monkeypatch=monkeypatch)
+    runs = pd.read_csv(tmp_path / f"uci_{method}_quick.csv")
+    assert list(runs.columns) == ["dataset", "method", "split", "rmse", "test_ll", "train_seconds"]
+    assert len(runs) == 1 and runs.rmse.notna().all() and runs.test_ll.notna().all()
+    summary = pd.read_csv(tmp_path / f"uci_{method}_quick_summary.csv")
+    assert {"measured (this repository)"} <= set(summary.source)
+    assert summary.method.str.contains("(published)", regex=False).any()
+
+
+def test_uci_regression_rejects_unknown_names(tmp_path, monkeypatch):
+    with pytest.raises(SystemExit):
+        run_example("uci_regression.py", "--method", "nope", "--quick", "--results-dir", tmp_path, monkeypatch=monkeypatch)
+    with pytest.raises(SystemExit):
+        run_example("uci_regression.py", "--dataset", "iris", "--quick", "--results-dir", tmp_path, monkeypatch=monkeypatch)
+
+
+def test_uci_regression_missing_data_dir_is_a_clear_error(tmp_path, monkeypatch):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        run_example("uci_regression.py", "--quick", "--data-dir", tmp_path / "nowhere", "--results-dir", tmp_path, monkeypatch=monkeypatch)
+
+
+def test_bayes_by_backprop_mnist_quick(tmp_path, monkeypatch):
+    run_example("bayes_by_backprop_mnist.py", "--quick", "--no-progress", "--results-dir", tmp_path, monkeypatch=monkeypatch)
+    table = pd.read_csv(tmp_path / "bayes_by_backprop_mnist_quick.csv")
+    assert 0 <= table.test_error.iloc[0] <= 100
+    curve = pd.read_csv(tmp_path / "bayes_by_backprop_mnist_quick_pruning.csv")
+    assert curve.weights_kept.is_monotonic_decreasing and curve.fraction_kept.iloc[0] == 1.0
+
+
+def test_local_reparam_variance_quick(tmp_path, monkeypatch):
+    run_example("local_reparam_variance.py", "--quick", "--no-progress", "--results-dir", tmp_path, monkeypatch=monkeypatch)
+    table = pd.read_csv(tmp_path / "local_reparam_variance_quick.csv")
+    measured = table[table.source == "measured (this repository)"]
+    values = measured[["top layer, epoch 1", "top layer, epoch 2", "bottom layer, epoch 1", "bottom layer, epoch 2"]].to_numpy()
+    assert len(measured) == 4 and (values > 0).all()

@@ -1,0 +1,65 @@
+"""Smoke runs (--quick) of the sparsity and compression examples: compress_lenet.py,
+variance_networks.py and fgsm_robustness.py run end to end on MNIST and write their tables."""
+
+import runpy
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from pyrozoo.experiments.lenet import CSV_COLUMNS
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def run_example(script, *args, monkeypatch):
+    monkeypatch.setattr(sys, "argv", [str(EXAMPLES / script), *map(str, args)])
+    try:
+        runpy.run_path(str(EXAMPLES / script), run_name="__main__")
+    except SystemExit as e:
+        if e.code not in (0, None):
+            raise
+
+
+@pytest.mark.parametrize("method,arch", [("sparse-vd", "lenet300"), ("bc-gnj", "lenet5"), ("bc-ghs", "lenet300")])
+def test_compress_lenet_quick(method, arch, tmp_path, monkeypatch):
+    out = tmp_path / "runs.csv"
+    run_example("compress_lenet.py", "--method", method, "--arch", arch, "--quick", "--no-progress", "--results-dir", tmp_path, "--out", out, monkeypatch=monkeypatch)
+    runs = pd.read_csv(out)
+    assert list(runs.columns) == CSV_COLUMNS
+    row = runs.iloc[0]
+    assert (row.method, row.arch, row.dataset) == (method, arch, "mnist")
+    assert 0 <= row.test_error <= 100 and 0 < row.params_kept <= row.params_total
+    assert row.compression_ratio == pytest.approx(row.params_total / row.params_kept)
+    table = pd.read_csv(tmp_path / f"compress_lenet_{method}_{arch}.csv")
+    assert set(table.source.str.split(":").str[0]) >= {"measured (this repository)"}
+    assert table.source.str.startswith("published").any()
+    # the summary mode rebuilds the table from run CSVs
+    run_example("compress_lenet.py", "--summarize", out, "--table-stem", "summary", "--results-dir", tmp_path, monkeypatch=monkeypatch)
+    assert (tmp_path / "summary.md").read_text().count("measured (this repository)") == 1
+
+
+def test_compress_lenet_rejects_unknown_names(tmp_path, monkeypatch):
+    with pytest.raises(SystemExit):
+        run_example("compress_lenet.py", "--method", "nope", "--quick", "--results-dir", tmp_path, monkeypatch=monkeypatch)
+    with pytest.raises(SystemExit):
+        run_example("compress_lenet.py", "--arch", "vgg", "--quick", "--results-dir", tmp_path, monkeypatch=monkeypatch)
+
+
+def test_variance_networks_quick(tmp_path, monkeypatch):
+    run_example("variance_networks.py", "--quick", "--arch", "lenet300", "--parameterizations", "layer,zero-mean", "--no-progress", "--results-dir", tmp_path, monkeypatch=monkeypatch)
+    table = pd.read_csv(tmp_path / "variance_networks.csv")
+    measured = table[table.source.str.startswith("measured")]
+    assert list(measured.parameterization) == ["layer", "zero-mean"]
+    assert (measured.elbo - (measured.data_term - measured.kl)).abs().max() < 1e-6 * measured.elbo.abs().max()
+    assert measured.set_index("parameterization").kl["zero-mean"] == 0.0
+    assert table.source.str.startswith("published").sum() == 2
+
+
+def test_fgsm_robustness_quick(tmp_path, monkeypatch):
+    run_example("fgsm_robustness.py", "--quick", "--no-progress", "--results-dir", tmp_path, monkeypatch=monkeypatch)
+    table = pd.read_csv(tmp_path / "fgsm_robustness.csv")
+    assert list(table.epsilon) == [0.0, 0.02, 0.05]
+    assert table.shape[1] == 5 and ((table.drop(columns="epsilon") >= 0) & (table.drop(columns="epsilon") <= 1)).all().all()
+    assert (tmp_path / "fgsm_robustness.png").exists()
