@@ -25,14 +25,12 @@ optional ``per_layer_sparsity, pruned_architecture, bits, flops, source``.
 """
 
 import argparse
-import importlib
 import json
 import sys
 import time
 from pathlib import Path
 
 import pandas as pd
-import torch
 
 from pyrozoo.cli import add_common_arguments, device_from_args
 from pyrozoo.data import load_mnist

@@ -45,6 +45,7 @@ def parse_args(argv=None):
     parser.add_argument("--dropout", type=float, default=0.5, help="dropout rate of the MC-dropout network")
     parser.add_argument("--variance-parameterization", default="layer", help="parameterization of the variance network (layer, neuron, zero-mean)")
     parser.add_argument("--sparse-vd-checkpoint", type=Path, default=None, help="a checkpoint of examples/compress_lenet.py's sparse-vd lenet300 run to reuse (trained further to --epochs if shorter)")
+    parser.add_argument("--variance-checkpoint", type=Path, default=None, help="a checkpoint of examples/variance_networks.py's lenet300 run of --variance-parameterization to reuse")
     parser.add_argument("--checkpoint-dir", type=Path, default=None, help="resumable checkpoints of the models trained here")
     add_common_arguments(parser)
     return parser.parse_args(argv)
@@ -136,9 +137,14 @@ def main(argv=None):
     models["Sparse VD"] = posterior_probs(svd_model, svd_guide, num_samples)
 
     set_seed(args.seed)
+    vn_checkpoint, vn_epochs = ckpt(f"variance_{args.variance_parameterization}"), epochs
+    if args.variance_checkpoint and not args.quick:
+        vn_checkpoint = str(args.variance_checkpoint)
+        if args.variance_checkpoint.exists():
+            vn_epochs = max(epochs, int(torch.load(args.variance_checkpoint, map_location="cpu", weights_only=False)["epoch"]))
     vn_model, vn_guide, _ = train_variational_dropout(
-        "lenet300", args.variance_parameterization, train, epochs=epochs, seed=args.seed, device=device,
-        checkpoint=ckpt(f"variance_{args.variance_parameterization}"), progress=progress,
+        "lenet300", args.variance_parameterization, train, epochs=vn_epochs, seed=args.seed, device=device,
+        checkpoint=vn_checkpoint, progress=progress,
     )
     models[f"variance network ({args.variance_parameterization})"] = posterior_probs(vn_model, vn_guide, num_samples)
 
@@ -157,7 +163,7 @@ def main(argv=None):
         f"Accuracy (fraction of the first {test_size} MNIST test images) under FGSM attacks of strength epsilon "
         f"(max-norm, inputs in [0, 1]) on the posterior-averaged predictive ({num_samples} samples; for the "
         f"stochastic models the attack and the evaluation use different draws). LeNet-300-100, {epochs} epochs "
-        f"each (Sparse VD: {svd_epochs}), seed {args.seed}; {time.perf_counter() - t0:.0f} s in all. "
+        f"each (Sparse VD: {svd_epochs}, variance network: {vn_epochs}), seed {args.seed}; {time.perf_counter() - t0:.0f} s in all. "
         "Produced by examples/fgsm_robustness.py."
     )
     stem = "fgsm_robustness"

@@ -200,12 +200,12 @@ def main(argv=None):
     device = device_from_args(args)
     pyro.enable_validation(False)
     tag = ("quick-" if args.quick else "") + ("synthetic-" if args.synthetic else "") + f"seed{args.seed}"
+    data = load_data(args, device)
     run_dir = args.run_dir / tag
     run_dir.mkdir(parents=True, exist_ok=True)
     stem = "resnet_compression" + ("_quick" if args.quick else "")
     out = args.out or args.results_dir / f"{stem}.csv"
     out.parent.mkdir(parents=True, exist_ok=True)
-    data = load_data(args, device)
     rows = pd.read_csv(out).to_dict("records") if out.exists() else []
     pretrained = pretrain(data, args, device, run_dir)
     for method in args.methods:

@@ -24,7 +24,6 @@ import argparse
 import time
 
 import pandas as pd
-import torch
 
 from pyrozoo.cli import add_common_arguments, device_from_args
 from pyrozoo.data import load_mnist

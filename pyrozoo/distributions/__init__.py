@@ -21,3 +21,8 @@ __all__ += ["SemiImplicit", "SemiImplicitCacheMiss", "semi_implicit_samples", "s
 from pyrozoo.distributions.von_mises_fisher import HypersphericalUniform, VonMisesFisher  # noqa: E402
 
 __all__ += ["VonMisesFisher", "HypersphericalUniform"]
+from pyrozoo.distributions.ard import ARDNormal  # noqa: E402
+from pyrozoo.distributions.dropout_normal import DropoutNormal  # noqa: E402
+from pyrozoo.distributions.log_uniform import LogUniformImproper  # noqa: E402
+
+__all__ += ["LogUniformImproper", "ARDNormal", "DropoutNormal"]

@@ -154,38 +154,47 @@ def summed_kl(q, p):
 
 
 class _SummedNormalKL(torch.autograd.Function):
-    r"""``sum KL(N(mq, vq) || N(mp, sp^2))`` over all entries, for one scalar ``(mp, sp)``:
+    r"""``sum KL(N(mq, vq) || N(mp, sp^2))`` over all entries of one or more posteriors
+    that share one scalar prior ``(mp, sp)``:
 
     ``(sum vq + ||mq - mp||^2) / (2 sp^2) - sum log_sq + n (log sp - 1/2)``.
 
-    Forward: three reductions, no weight-sized intermediate. Backward, written out:
-    ``d/dmq = (mq - mp) / sp^2`` (the only weight-sized result), ``d/dvq = 1 / (2 sp^2)``
-    and ``d/dlog_sq = -1`` as free broadcast views. The prior's parameters are constants.
+    Called as ``apply(mp, sp, mq_1, log_sq_1, vq_1, mq_2, ...)``. Forward: reductions only,
+    no weight-sized intermediate. Backward, written out: ``d/dmq = (mq - mp) / sp^2`` (the
+    only weight-sized result), ``d/dvq = 1 / (2 sp^2)`` and ``d/dlog_sq = -1`` as free
+    broadcast views. One autograd node for a whole network instead of several per layer.
+    The prior's parameters are constants.
     """
 
     @staticmethod
-    def forward(ctx, mq, log_sq, vq, mp, sp):
-        centred = mq if mp is None else mq - mp
+    def forward(ctx, mp, sp, *tensors):
         inv_var_p = (sp * sp).reciprocal()
-        sq_dist = torch.linalg.vector_norm(centred).square()
-        total = (vq.sum() + sq_dist).mul_(0.5 * inv_var_p).sub_(log_sq.sum()).add_(mq.numel() * (sp.log() - 0.5))
-        ctx.save_for_backward(centred, inv_var_p)
-        ctx.shapes = (log_sq.shape, vq.shape)
-        return total
+        sum_v = sum_sq = sum_log = 0.0
+        n = 0
+        centred = []
+        for mq, log_sq, vq in zip(tensors[0::3], tensors[1::3], tensors[2::3]):
+            c = mq if mp is None else mq - mp
+            centred.append(c)
+            sum_v = sum_v + vq.sum()
+            sum_sq = sum_sq + torch.linalg.vector_norm(c).square()
+            sum_log = sum_log + log_sq.sum()
+            n += mq.numel()
+        ctx.save_for_backward(inv_var_p, *centred)
+        ctx.shapes = [(t.shape, v.shape) for t, v in zip(tensors[1::3], tensors[2::3])]
+        return (sum_v + sum_sq) * (0.5 * inv_var_p) - sum_log + n * (sp.log() - 0.5)
 
     @staticmethod
     def backward(ctx, grad):
-        centred, inv_var_p = ctx.saved_tensors
-        log_sq_shape, vq_shape = ctx.shapes
-        need_mq, need_log_sq, need_vq = ctx.needs_input_grad[:3]
+        inv_var_p, *centred = ctx.saved_tensors
+        needs = ctx.needs_input_grad[2:]
         g = grad * inv_var_p
-        return (
-            centred * g if need_mq else None,
-            (-grad).expand(log_sq_shape) if need_log_sq else None,
-            (0.5 * g).expand(vq_shape) if need_vq else None,
-            None,
-            None,
-        )
+        grads = [None, None]
+        for i, (c, (log_sq_shape, vq_shape)) in enumerate(zip(centred, ctx.shapes)):
+            need_mq, need_log_sq, need_vq = needs[3 * i : 3 * i + 3]
+            grads.append(c * g if need_mq else None)
+            grads.append((-grad).expand(log_sq_shape) if need_log_sq else None)
+            grads.append((0.5 * g).expand(vq_shape) if need_vq else None)
+        return tuple(grads)
 
 
 def _compact_prior(p):
@@ -210,7 +219,31 @@ def _summed_kl_logscalenormal_normal(q, p):
     prior = _compact_prior(p)
     if prior is None or q.loc.shape != q.batch_shape or q.log_scale.shape != q.batch_shape:
         return None
-    return _SummedNormalKL.apply(q.loc, q.log_scale, q.variance, *prior)
+    return _SummedNormalKL.apply(*prior, q.loc, q.log_scale, q.variance)
+
+
+def summed_kl_total(pairs):
+    """``sum_i sum KL(q_i || p_i)`` for a list of ``(q, p)`` pairs, evaluated with one autograd
+    node per group of LogScaleNormal posteriors that share a scalar Normal prior.
+
+    Returns ``(total, rest)``: the summed KL of the pairs it handled (0-d tensor, or ``0.0``
+    when none) and the pairs it left for other rules, in their original order.
+    """
+    groups, rest = {}, []
+    for q, p in pairs:
+        qb, pb = _unwrap_independent(q), _unwrap_independent(p)
+        prior = _compact_prior(pb) if type(qb) is LogScaleNormal and type(pb) is dist.Normal else None
+        if prior is None or qb.loc.shape != qb.batch_shape or qb.log_scale.shape != qb.batch_shape:
+            rest.append((q, p))
+            continue
+        mp, sp = prior
+        key = (None if mp is None else float(mp), float(sp), sp.dtype, sp.device)
+        group = groups.setdefault(key, (prior, []))
+        group[1].extend((qb.loc, qb.log_scale, qb.variance))
+    total = 0.0
+    for prior, tensors in groups.values():
+        total = total + _SummedNormalKL.apply(*prior, *tensors)
+    return total, rest
 
 
 # ---------------------------------------------------------------------------------------

@@ -94,91 +94,126 @@ def _debye_coefficients(num_terms: int):
 _DEBYE = _debye_coefficients(UAE_TERMS)
 
 
-def _debye_series_log(p: torch.Tensor, inv_nu: torch.Tensor) -> torch.Tensor:
+class _TensorOps:
+    """Elementwise operations on float64 tensors."""
+
+    hypot = staticmethod(torch.hypot)
+    log = staticmethod(torch.log)
+    log1p = staticmethod(torch.log1p)
+    exp = staticmethod(torch.exp)
+    lgamma = staticmethod(torch.lgamma)
+    where = staticmethod(torch.where)
+
+    @staticmethod
+    def steps(nu, top: float):
+        steps = torch.ceil(top - nu).clamp(min=0.0)
+        return steps, int(steps.max()) if steps.numel() else 0
+
+    @staticmethod
+    def any(mask) -> bool:
+        return bool(mask.any())
+
+
+class _ScalarOps:
+    """The same operations on Python floats: one shared concentration (the common case in a
+    layer) costs microseconds instead of a few hundred tensor dispatches."""
+
+    hypot = staticmethod(math.hypot)
+    log = staticmethod(math.log)
+    log1p = staticmethod(math.log1p)
+    exp = staticmethod(math.exp)
+    lgamma = staticmethod(math.lgamma)
+
+    @staticmethod
+    def where(cond, a, b):
+        return a if cond else b
+
+    @staticmethod
+    def steps(nu, top: float):
+        steps = max(0.0, float(math.ceil(top - nu)))
+        return steps, int(steps)
+
+    @staticmethod
+    def any(mask) -> bool:
+        return bool(mask)
+
+
+def _debye_series_log(p, inv_nu, ops):
     r""":math:`\log \sum_k U_k(p) \nu^{-k}` by Horner's scheme in :math:`t = p/\nu` and :math:`p^2`."""
     q = p * p
     t = p * inv_nu
-    acc = torch.zeros_like(p)
+    acc = 0.0
     for coeffs in reversed(_DEBYE[1:]):
-        poly = torch.full_like(p, coeffs[-1])
+        poly = coeffs[-1]
         for c in reversed(coeffs[:-1]):
             poly = poly * q + c
         acc = (acc + poly) * t
-    return torch.log1p(acc)
+    return ops.log1p(acc)
 
 
-def _uae_log_iv_div_pow(nu: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+def _uae_log_iv_div_pow(nu, x, ops):
     """log(I_nu(x) / x^nu) for nu >= UAE_MIN_ORDER (float64)."""
-    s = torch.hypot(nu, x)
-    return s - nu * torch.log(nu + s) - 0.5 * torch.log(s) - _HALF_LOG_2PI + _debye_series_log(nu / s, 1.0 / nu)
+    s = ops.hypot(nu, x)
+    return s - nu * ops.log(nu + s) - 0.5 * ops.log(s) - _HALF_LOG_2PI + _debye_series_log(nu / s, 1.0 / nu, ops)
 
 
-def _uae_log_ratio_div_x(nu: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+def _uae_log_ratio_div_x(nu, x, ops):
     """log(R_nu(x) / x) for nu - 1 >= UAE_MIN_ORDER (float64): the difference of two
     expansions, rearranged so that no term of size nu cancels."""
-    s_hi = torch.hypot(nu, x)
-    s_lo = torch.hypot(nu - 1.0, x)
+    s_hi = ops.hypot(nu, x)
+    s_lo = ops.hypot(nu - 1.0, x)
     delta = (2.0 * nu - 1.0) / (s_hi + s_lo)  # = s_hi - s_lo
-    log_hi = torch.log(nu + s_hi)
-    out = delta - log_hi - (nu - 1.0) * torch.log1p((1.0 + delta) / (nu - 1.0 + s_lo))
-    out = out - 0.5 * torch.log1p(delta / s_lo)
-    return out + _debye_series_log(nu / s_hi, 1.0 / nu) - _debye_series_log((nu - 1.0) / s_lo, 1.0 / (nu - 1.0))
+    out = delta - ops.log(nu + s_hi) - (nu - 1.0) * ops.log1p((1.0 + delta) / (nu - 1.0 + s_lo))
+    out = out - 0.5 * ops.log1p(delta / s_lo)
+    return out + _debye_series_log(nu / s_hi, 1.0 / nu, ops) - _debye_series_log((nu - 1.0) / s_lo, 1.0 / (nu - 1.0), ops)
 
 
-def _recurrence_steps(nu: torch.Tensor, top_offset: float) -> Tuple[torch.Tensor, int]:
-    """Number of unit steps that lift each order to at least ``UAE_MIN_ORDER + top_offset``."""
-    steps = torch.ceil(UAE_MIN_ORDER + top_offset - nu).clamp(min=0.0)
-    return steps, int(steps.max()) if steps.numel() else 0
-
-
-def _ratio_div_x(nu: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+def _ratio_div_x(nu, x, ops):
     """q_nu = R_nu(x) / x for nu > 0 (float64)."""
-    steps, n_max = _recurrence_steps(nu, 1.0)
+    steps, n_max = ops.steps(nu, UAE_MIN_ORDER + 1.0)
     top = nu + steps  # top - 1 >= UAE_MIN_ORDER
-    q = torch.exp(_uae_log_ratio_div_x(top, x))
+    q = ops.exp(_uae_log_ratio_div_x(top, x, ops))
     x2 = x * x
     for k in range(1, n_max + 1):
-        m = top - k
-        q = torch.where(steps >= k, 1.0 / (2.0 * m + x2 * q), q)
+        q = ops.where(steps >= k, 1.0 / (2.0 * (top - k) + x2 * q), q)
     return q
 
 
-def _series_log_iv_div_pow(nu: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+def _series_log_iv_div_pow(nu, x, ops):
     """log(I_nu(x) / x^nu) from the power series (DLMF 10.25.2), for x^2 <= nu + 1 (float64).
 
     There every term is at most a quarter of the previous one, so 20 terms are exact to
     rounding, and ``log1p`` keeps tiny values of ``log I_0(x) ~ x^2 / 4`` relatively accurate.
     """
     z = 0.25 * x * x
-    term = torch.ones_like(x)
-    total = torch.zeros_like(x)
+    term = 1.0
+    total = 0.0
     for k in range(1, 21):
         term = term * z / (k * (nu + k))
         total = total + term
-    return torch.log1p(total) - nu * math.log(2.0) - torch.lgamma(nu + 1.0)
+    return ops.log1p(total) - nu * math.log(2.0) - ops.lgamma(nu + 1.0)
 
 
-def _log_iv_div_pow(nu: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+def _log_iv_div_pow(nu, x, ops):
     """log(I_nu(x) / x^nu) for nu >= 0 (float64)."""
-    steps, n_max = _recurrence_steps(nu, 0.0)
+    steps, n_max = ops.steps(nu, UAE_MIN_ORDER)
     top = nu + steps  # >= UAE_MIN_ORDER
-    out = _uae_log_iv_div_pow(top, x)
+    out = _uae_log_iv_div_pow(top, x, ops)
     if n_max == 0:
         return out
-    q = torch.exp(_uae_log_ratio_div_x(top + 1.0, x))  # q_{top+1}
+    q = ops.exp(_uae_log_ratio_div_x(top + 1.0, x, ops))  # q_{top+1}
     x2 = x * x
     for k in range(0, n_max):
-        m = top - k  # adds log(1 / q_m) = log(2m + x^2 q_{m+1}) while m > nu
-        active = steps > k
-        denom = 2.0 * m + x2 * q
-        out = torch.where(active, out + torch.log(denom), out)
-        q = torch.where(active, 1.0 / denom, q)
+        active = steps > k  # adds log(1 / q_m) = log(2m + x^2 q_{m+1}) for m = top - k > nu
+        denom = 2.0 * (top - k) + x2 * q
+        out = ops.where(active, out + ops.log(denom), out)
+        q = ops.where(active, 1.0 / denom, q)
     # Below the expansion's range the recurrence adds up logs of size ~log(2m) that cancel
     # against the expansion at the top order; for small arguments the series has no such
     # cancellation (it matters where log I is close to 0, e.g. log I_0(x) ~ x^2 / 4).
     small = (steps > 0) & (x2 <= nu + 1.0)
-    if bool(small.any()):
-        out = torch.where(small, _series_log_iv_div_pow(nu, torch.where(small, x, 0.0)), out)
+    if ops.any(small):
+        out = ops.where(small, _series_log_iv_div_pow(nu, ops.where(small, x, 0.0 * x), ops), out)
     return out
 
 
@@ -186,12 +221,20 @@ def _log_iv_div_pow(nu: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 # argument handling
 # ---------------------------------------------------------------------------------------
 
+_INTEGER_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
 
-def _as_tensors(nu: TensorLike, x: TensorLike, name: str):
-    """Broadcast float64 copies of ``nu`` and ``x`` plus the dtype and device of the result."""
+
+def _prepare(nu: TensorLike, x: TensorLike, name: str, min_order: float, strict: bool):
+    """Validated ``(nu, x, x_float, dtype)``.
+
+    With one value of ``nu`` and of ``x`` (a concentration shared by a layer), ``nu`` and
+    ``x_float`` are Python floats; otherwise ``nu`` is a float64 tensor broadcast with ``x``
+    and ``x_float`` is ``None``. ``x`` is a tensor of the result dtype (the promoted floating
+    dtype of the tensor arguments, else the default dtype).
+    """
     tensors = [t for t in (nu, x) if torch.is_tensor(t)]
     for t in tensors:
-        if not (t.is_floating_point() or t.dtype in (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)):
+        if not (t.is_floating_point() or t.dtype in _INTEGER_DTYPES):
             raise TypeError(f"{name}: arguments must be real numbers, got a tensor of dtype {t.dtype}")
     floats = [t.dtype for t in tensors if t.is_floating_point()]
     dtype = floats[0] if floats else torch.get_default_dtype()
@@ -203,67 +246,83 @@ def _as_tensors(nu: TensorLike, x: TensorLike, name: str):
             raise ValueError(f"{name}: arguments are on different devices ({device} and {t.device})")
     if torch.is_tensor(nu) and nu.requires_grad:
         raise ValueError(f"{name} has no derivative with respect to the order nu; pass nu without requires_grad")
-    nu64 = torch.as_tensor(nu, dtype=torch.float64, device=device).detach()
     x_t = x if torch.is_tensor(x) else torch.as_tensor(x, dtype=dtype, device=device)
-    nu64, x_b = torch.broadcast_tensors(nu64, x_t)
-    return nu64, x_b, dtype
-
-
-def _check(nu64: torch.Tensor, x64: torch.Tensor, name: str, min_order: float, strict: bool) -> None:
+    if x_t.dtype != dtype:
+        x_t = x_t.to(dtype)
+    rel = ">" if strict else ">="
+    if (not torch.is_tensor(nu) or nu.numel() == 1) and x_t.numel() == 1:
+        nu_f, x_f = float(nu), float(x_t.detach())
+        if not (math.isfinite(nu_f) and (nu_f > min_order if strict else nu_f >= min_order)):
+            raise ValueError(f"{name}: the order nu must be finite and {rel} {min_order:g}, got {nu_f}")
+        if not (math.isfinite(x_f) and x_f >= 0):
+            raise ValueError(f"{name}: the argument x must be finite and >= 0, got {x_f}")
+        if torch.is_tensor(nu) and nu.dim() > x_t.dim():
+            x_t = x_t.reshape(nu.shape)
+        return nu_f, x_t, x_f, dtype
+    nu64 = torch.as_tensor(nu, dtype=torch.float64, device=device).detach()
+    nu64, x_t = torch.broadcast_tensors(nu64, x_t)
     bad_nu = ~torch.isfinite(nu64) | ((nu64 <= min_order) if strict else (nu64 < min_order))
     if bool(bad_nu.any()):
-        v = nu64[bad_nu].flatten()[0].item()
-        rel = ">" if strict else ">="
-        raise ValueError(f"{name}: the order nu must be finite and {rel} {min_order:g}, got {v}")
-    bad_x = ~torch.isfinite(x64) | (x64 < 0)
+        raise ValueError(f"{name}: the order nu must be finite and {rel} {min_order:g}, got {nu64[bad_nu].flatten()[0].item()}")
+    bad_x = ~torch.isfinite(x_t) | (x_t < 0)
     if bool(bad_x.any()):
-        v = x64[bad_x].flatten()[0].item()
-        raise ValueError(f"{name}: the argument x must be finite and >= 0, got {v}")
+        raise ValueError(f"{name}: the argument x must be finite and >= 0, got {x_t[bad_x].flatten()[0].item()}")
+    return nu64, x_t, None, dtype
 
 
 class _LogBesselIv(torch.autograd.Function):
     """log I_nu(x) (``divide_power=False``) or log(I_nu(x) / x^nu), evaluated in float64."""
 
     @staticmethod
-    def forward(ctx, nu64, x, dtype, divide_power):
+    def forward(ctx, nu, x, x_float, dtype, divide_power):
+        ctx.nu, ctx.divide_power = nu, divide_power
+        ctx.save_for_backward(x)
+        if x_float is not None:
+            value = _log_iv_div_pow(nu, x_float, _ScalarOps)
+            if not divide_power and nu != 0:
+                value = value + nu * math.log(x_float) if x_float > 0 else -math.inf
+            return torch.full(x.shape, value, dtype=dtype, device=x.device)
         x64 = x.detach().to(torch.float64)
-        out = _log_iv_div_pow(nu64, x64)
+        out = _log_iv_div_pow(nu, x64, _TensorOps)
         if not divide_power:
-            out = out + torch.xlogy(nu64, x64)  # added in float64: the two parts may cancel
-        ctx.save_for_backward(nu64, x)
-        ctx.divide_power = divide_power
+            out = out + torch.xlogy(nu, x64)  # added in float64: the two parts may cancel
         return out.to(dtype)
 
     @staticmethod
     def backward(ctx, grad):
-        nu64, x = ctx.saved_tensors
+        (x,) = ctx.saved_tensors
+        nu = ctx.nu
         # d/dx log(I_nu / x^nu) = I_{nu+1} / I_nu  (differentiable: log I is twice differentiable)
-        derivative = bessel_iv_ratio(nu64 + 1.0, x)
+        derivative = bessel_iv_ratio(nu + 1.0, x)
         if not ctx.divide_power:
-            nu = nu64.to(x.dtype)
-            derivative = derivative + torch.where(nu == 0, torch.zeros_like(x), nu / x)
-        return None, grad * derivative, None, None
+            if torch.is_tensor(nu):
+                nu = nu.to(x.dtype)
+                derivative = derivative + torch.where(nu == 0, torch.zeros_like(x), nu / x)
+            elif nu != 0:
+                derivative = derivative + nu / x
+        return None, grad * derivative, None, None, None
 
 
 class _BesselIvRatio(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, nu64, x, dtype):
+    def forward(ctx, nu, x, x_float, dtype):
+        if x_float is not None:
+            q = _ratio_div_x(nu, x_float, _ScalarOps)
+            ratio = x_float * q
+            # R' = 1 - R^2 - (2 nu - 1) R / x, written with q = R / x so that x = 0 is fine
+            ctx.save_for_backward(torch.full(x.shape, 1.0 - ratio * ratio - (2.0 * nu - 1.0) * q, dtype=dtype, device=x.device))
+            return torch.full(x.shape, ratio, dtype=dtype, device=x.device)
         x64 = x.detach().to(torch.float64)
-        q = _ratio_div_x(nu64, x64)
+        q = _ratio_div_x(nu, x64, _TensorOps)
         ratio = x64 * q
-        # R' = 1 - R^2 - (2 nu - 1) R / x, written with q = R / x so that x = 0 is fine
-        ctx.save_for_backward((1.0 - ratio * ratio - (2.0 * nu64 - 1.0) * q).to(dtype))
+        ctx.save_for_backward((1.0 - ratio * ratio - (2.0 * nu - 1.0) * q).to(dtype))
         return ratio.to(dtype)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
         (derivative,) = ctx.saved_tensors
-        return None, grad * derivative, None
-
-
-def _result_x(x_b: torch.Tensor, dtype) -> torch.Tensor:
-    return x_b if x_b.dtype == dtype else x_b.to(dtype)
+        return None, grad * derivative, None, None
 
 
 def log_bessel_iv_div_pow(nu: TensorLike, x: TensorLike) -> torch.Tensor:
@@ -274,9 +333,8 @@ def log_bessel_iv_div_pow(nu: TensorLike, x: TensorLike) -> torch.Tensor:
     cancellation as :math:`x \to 0` (unlike the derivative of :math:`\log I_\nu(x)`, where
     :math:`\nu/x` would cancel). Broadcasts ``nu`` and ``x``; see the module docstring for the method.
     """
-    nu64, x_b, dtype = _as_tensors(nu, x, "log_bessel_iv_div_pow")
-    _check(nu64, x_b.detach().to(torch.float64), "log_bessel_iv_div_pow", 0.0, strict=False)
-    return _LogBesselIv.apply(nu64, _result_x(x_b, dtype), dtype, True)
+    nu, x, x_float, dtype = _prepare(nu, x, "log_bessel_iv_div_pow", 0.0, strict=False)
+    return _LogBesselIv.apply(nu, x, x_float, dtype, True)
 
 
 def log_bessel_iv(nu: TensorLike, x: TensorLike) -> torch.Tensor:
@@ -287,9 +345,8 @@ def log_bessel_iv(nu: TensorLike, x: TensorLike) -> torch.Tensor:
     :math:`\nu \in [0, 5 \cdot 10^4]`, :math:`x \in [10^{-4}, 10^6]` (tested against mpmath).
     Differentiable in ``x``: :math:`\partial_x \log I_\nu = R_{\nu+1}(x) + \nu / x`.
     """
-    nu64, x_b, dtype = _as_tensors(nu, x, "log_bessel_iv")
-    _check(nu64, x_b.detach().to(torch.float64), "log_bessel_iv", 0.0, strict=False)
-    return _LogBesselIv.apply(nu64, _result_x(x_b, dtype), dtype, False)
+    nu, x, x_float, dtype = _prepare(nu, x, "log_bessel_iv", 0.0, strict=False)
+    return _LogBesselIv.apply(nu, x, x_float, dtype, False)
 
 
 def bessel_iv_ratio(nu: TensorLike, x: TensorLike, method: str = "exact") -> torch.Tensor:
@@ -310,9 +367,8 @@ def bessel_iv_ratio(nu: TensorLike, x: TensorLike, method: str = "exact") -> tor
     if method == "midpoint":
         lower, upper = bessel_iv_ratio_bounds(nu, x, theorem=5)
         return 0.5 * (lower + upper)
-    nu64, x_b, dtype = _as_tensors(nu, x, "bessel_iv_ratio")
-    _check(nu64, x_b.detach().to(torch.float64), "bessel_iv_ratio", 0.0, strict=True)
-    return _BesselIvRatio.apply(nu64, _result_x(x_b, dtype), dtype)
+    nu, x, x_float, dtype = _prepare(nu, x, "bessel_iv_ratio", 0.0, strict=True)
+    return _BesselIvRatio.apply(nu, x, x_float, dtype)
 
 
 def bessel_iv_ratio_bounds(nu: TensorLike, x: TensorLike, theorem: int = 5) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -332,10 +388,8 @@ def bessel_iv_ratio_bounds(nu: TensorLike, x: TensorLike, theorem: int = 5) -> T
     """
     if theorem not in (4, 5):
         raise ValueError(f"bessel_iv_ratio_bounds: theorem must be 4 or 5, got {theorem!r}")
-    nu64, x_b, dtype = _as_tensors(nu, x, "bessel_iv_ratio_bounds")
-    _check(nu64, x_b.detach().to(torch.float64), "bessel_iv_ratio_bounds", 1.0, strict=False)
-    nu_t = nu64.to(dtype)
-    x_t = _result_x(x_b, dtype)
+    nu, x_t, _, dtype = _prepare(nu, x, "bessel_iv_ratio_bounds", 1.0, strict=False)
+    nu_t = nu.to(dtype) if torch.is_tensor(nu) else nu
     if theorem == 4:
         lower = x_t / (nu_t - 0.5 + torch.hypot(nu_t + 0.5, x_t))
         upper = x_t / (nu_t - 1.0 + torch.hypot(nu_t + 1.0, x_t))

@@ -2,7 +2,8 @@
 
 Group normal-Jeffreys or group horseshoe priors (groups: input features of linear layers,
 output channels of convolutions) with :class:`~pyrozoo.guides.BayesianCompressionGuide`,
-trained with local reparameterization and a KL warm-up; groups whose scale has
+trained with local reparameterization, a KL warm-up and Adam (lr 1e-3, constant for the first
+half of the run, then linear to 0; ``lr_hold`` in ``--extra`` sets the fraction); groups whose scale has
 ``log alpha`` above the layer's threshold are pruned, the network of posterior means is
 exported with the pruned units removed, and the bit precision of each layer is inferred
 from the posterior variances of its kept weights.
@@ -55,7 +56,7 @@ def train_bayesian_compression(train, config: CompressionConfig, epochs: int, pr
         objective=ClosedFormKL_ELBO(),
         batch_size=config.batch_size or 100,
         lr=config.lr or 1e-3,
-        lr_schedule=linear_to_zero(epochs, 0.0),
+        lr_schedule=linear_to_zero(epochs, float(config.extra.get("lr_hold", 0.5))),
         kl_schedule=kl_warmup(epochs),
         estimator="local",
         device=config.device,

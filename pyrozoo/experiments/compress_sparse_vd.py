@@ -6,7 +6,8 @@ local reparameterization, the train-time clip mask, Adam (lr 1e-3, batch 100) wi
 learning rate constant for 100 epochs then linear to 0 (LeNet-300-100) or linear to 0 from
 the start (LeNet-5), the KL weight 0 for 5 epochs then linear to 1 at epoch 20, 200
 epochs; then weights with ``log alpha > 3`` are removed and the pruned mean network is
-evaluated.
+evaluated. ``--extra '{"prior": "ard"}'`` trains with the ARD KL ``1/2 log(1 + 1/alpha)`` instead
+of the log-uniform prior's.
 """
 
 import time
@@ -19,7 +20,9 @@ from pyrozoo.experiments.lenet_recipes import compressed_result, kl_warmup, line
 from pyrozoo.guides.variational_dropout import SparseVariationalDropoutGuide
 from pyrozoo.inference import ClosedFormKL_ELBO, fit
 from pyrozoo.models import BayesianNeuralNetwork, Categorical
-from pyrozoo.models.dropout_priors import LogUniformPrior
+from pyrozoo.models.dropout_priors import ARDPrior, LogUniformPrior
+
+PRIORS = {"log-uniform": LogUniformPrior, "ard": ARDPrior}
 
 #: published results (Molchanov et al. 2017 / Molchanov 2022, Table 1; pruned architectures
 #: from Louizos et al. 2017, Table 1), labelled as published by examples/compress_lenet.py
@@ -34,7 +37,10 @@ def train_sparse_vd(train, config: CompressionConfig, epochs: int):
     pyro.clear_param_store()
     torch.manual_seed(config.seed)
     net = make_network(config.arch, config.extra.get("init", "molchanov"))
-    model = BayesianNeuralNetwork(net, LogUniformPrior(), Categorical(dataset_size=len(train[0])))
+    prior = config.extra.get("prior", "log-uniform")
+    if prior not in PRIORS:
+        raise ValueError(f"unknown prior {prior!r} for sparse-vd; choose from {sorted(PRIORS)}")
+    model = BayesianNeuralNetwork(net, PRIORS[prior](), Categorical(dataset_size=len(train[0])))
     guide = SparseVariationalDropoutGuide(model)
     hold = 0.5 if config.arch == "lenet300" else 0.0
     history = fit(

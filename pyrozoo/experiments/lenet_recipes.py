@@ -8,7 +8,7 @@ from typing import Dict, Optional, Tuple
 import torch
 from torch import nn
 
-from pyrozoo.compression import count_network, format_sparsity, remove_pruned_units
+from pyrozoo.compression import count_network, format_sparsity, remove_pruned_units, sparse_storage_bytes, to_sparse
 from pyrozoo.experiments.lenet import ARCHITECTURES, CompressionConfig, CompressionResult
 from pyrozoo.inference import LinearKLWarmup
 from pyrozoo.models import LeNet5, LeNet300100
@@ -113,6 +113,9 @@ def compressed_result(
     info = {
         "per_layer_sparsity": format_sparsity(masked_counts.per_layer_sparsity()),
         "dense_flops_of_export": counts.dense_flops,
+        # bytes of the export with CSR layers (float32 values, int32 indices) vs the dense float32 network
+        "sparse_storage_bytes": sparse_storage_bytes(to_sparse(compressed)),
+        "dense_storage_bytes": sum(p.numel() * 4 for p in dense_net.parameters()),
         "export_max_abs_diff": gap,
         **(details or {}),
     }

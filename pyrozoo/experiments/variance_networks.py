@@ -3,8 +3,7 @@ dropout under the parameterisations of the thesis' eq. 11 and evaluating them as
 Table 2 — the ELBO and its two terms, mean-propagation accuracy and test-time-averaging
 accuracy."""
 
-import math
-from typing import Dict, Optional, Tuple
+from typing import Dict, Tuple
 
 import pyro
 import torch

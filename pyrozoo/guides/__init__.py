@@ -9,3 +9,10 @@ __all__ = ["SitewiseGuide", "MeanFieldNormalGuide", "DeltaGuide", "init_to_netwo
 from pyrozoo.guides.semi_implicit import SemiImplicitGuide  # noqa: E402
 
 __all__ += ["SemiImplicitGuide"]
+from pyrozoo.guides.bayesian_compression import BayesianCompressionGuide  # noqa: E402
+from pyrozoo.guides.variational_dropout import SparseVariationalDropoutGuide, VariationalDropoutGuide  # noqa: E402
+
+__all__ += ["VariationalDropoutGuide", "SparseVariationalDropoutGuide", "BayesianCompressionGuide"]
+from pyrozoo.guides.radial_directional import RadialDirectionalGuide  # noqa: E402
+
+__all__ += ["RadialDirectionalGuide"]

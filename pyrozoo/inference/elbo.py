@@ -7,6 +7,7 @@ from pyro import poutine
 from pyro.distributions.distribution import Distribution as PyroDistribution
 from pyro.distributions.util import is_identically_zero
 from pyro.infer.elbo import ELBO
+from pyro.distributions.util import scale_and_mask as _scale_and_mask
 from pyro.infer.util import is_validation_enabled, torch_item
 from pyro.poutine.util import site_is_subsample
 from pyro.util import check_model_guide_match, check_site_shape, warn_if_nan
@@ -14,7 +15,7 @@ from torch.distributions import kl_divergence
 
 from pyro.poutine.runtime import _PYRO_STACK
 
-from pyrozoo.distributions.kl import summed_kl
+from pyrozoo.distributions.kl import summed_kl, summed_kl_total
 from pyrozoo.guides.base import SitewiseGuide
 from pyrozoo.models.bnn import BayesianNeuralNetwork
 from pyrozoo.poutine.latent_scale import LatentScaleMessenger
@@ -28,14 +29,6 @@ def _signature(d):
         d = d.base_dist
         sig.append(type(d))
     return tuple(sig)
-
-
-def _scale_and_mask(x, scale, mask):
-    if mask is not None and mask is not True:
-        x = x * mask if mask is not False else torch.zeros_like(x)
-    if not (isinstance(scale, (int, float)) and scale == 1.0):
-        x = x * scale
-    return x
 
 
 def _innermost(d):
@@ -238,8 +231,12 @@ class ClosedFormKL_ELBO(ELBO):
         # the likelihood before the KLs: the order in which the trace-based path draws
         # random numbers (a Monte Carlo KL may materialise a weight sample)
         elbo = model.log_likelihood(values, x, y, subsample)
-        for q, prior, value in pairs:
-            elbo = elbo - self._kl({"fn": q, "value": value, "scale": scale, "mask": None}, {"fn": prior, "scale": scale, "mask": None})
+        # closed-form Gaussian KLs of all layers in one autograd node; the rest site by site
+        batched, rest = summed_kl_total([(q, prior) for q, prior, _ in pairs])
+        elbo = elbo - (batched * scale if not (isinstance(scale, (int, float)) and scale == 1.0) else batched)
+        values_of = {id(q): value for q, _, value in pairs}
+        for q, prior in rest:
+            elbo = elbo - self._kl({"fn": q, "value": values_of[id(q)], "scale": scale, "mask": None}, {"fn": prior, "scale": scale, "mask": None})
         return elbo
 
     def differentiable_loss(self, model, guide, *args, **kwargs):

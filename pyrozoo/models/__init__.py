@@ -41,3 +41,10 @@ __all__ += ["TwoConvTwoFCNet", "ResNet20", "SpikeAndSlabPrior", "SSGLState"]
 from pyrozoo.models.normal_gamma_prior import NormalGammaPrior  # noqa: E402
 
 __all__ += ["NormalGammaPrior"]
+from pyrozoo.models.compression_priors import GroupHorseshoePrior, GroupNormalJeffreysPrior, GroupScalePrior  # noqa: E402
+from pyrozoo.models.dropout_priors import ARDPrior, LogUniformPrior  # noqa: E402
+
+__all__ += ["LogUniformPrior", "ARDPrior", "GroupScalePrior", "GroupNormalJeffreysPrior", "GroupHorseshoePrior"]
+from pyrozoo.models.radial_directional import RadialDirectionalPrior  # noqa: E402
+
+__all__ += ["RadialDirectionalPrior"]

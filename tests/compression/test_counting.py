@@ -2,7 +2,6 @@
 
 import pytest
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from pyrozoo.compression import apply_masks, count_network, to_sparse

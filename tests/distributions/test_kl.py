@@ -274,7 +274,35 @@ def test_summed_normal_kl_function_gradcheck():
     sp = torch.tensor(0.7, dtype=torch.float64)
     for mp in (None, torch.tensor(0.4, dtype=torch.float64)):
         args = (_randn(SHAPE, g).requires_grad_(), _randn(SHAPE, g).requires_grad_(), _rand(SHAPE, g, 0.2, 2.0).requires_grad_())
-        assert torch.autograd.gradcheck(lambda a, b, c: _SummedNormalKL.apply(a, b, c, mp, sp), args)
+        assert torch.autograd.gradcheck(lambda a, b, c: _SummedNormalKL.apply(mp, sp, a, b, c), args)
+        # several posteriors sharing the prior in one call
+        more = (_randn((3,), g).requires_grad_(), _randn((3,), g).requires_grad_(), _rand((3,), g, 0.2, 2.0).requires_grad_())
+        assert torch.autograd.gradcheck(lambda *t: _SummedNormalKL.apply(mp, sp, *t), args + more)
+
+
+def test_summed_kl_total_groups_pairs_and_leaves_the_rest():
+    """One node per shared prior; its value and gradients equal the per-pair rules; pairs
+    without a batched rule come back unchanged, in order."""
+    from pyrozoo.distributions.kl import summed_kl_total
+
+    g = _gen(9)
+    locs = [_randn(s, g).requires_grad_() for s in [(4, 3), (4,), (2, 4)]]
+    logs = [(_randn(s, g) * 0.3).requires_grad_() for s in [(4, 3), (4,), (2, 4)]]
+    prior_a = dist.Normal(torch.tensor(0.0, dtype=torch.float64), torch.tensor(1.5, dtype=torch.float64))
+    prior_b = dist.Normal(torch.tensor(0.2, dtype=torch.float64), torch.tensor(0.5, dtype=torch.float64))
+    pairs = [
+        (LogScaleNormal(locs[0], logs[0]).to_event(2), prior_a.expand((4, 3)).to_event(2)),
+        (LogScaleNormal(locs[1], logs[1]).to_event(1), prior_b.expand((4,)).to_event(1)),
+        (LogScaleNormal(locs[2], logs[2]).to_event(2), prior_a.expand((2, 4)).to_event(2)),
+        (dist.Normal(locs[1], logs[1].exp()).to_event(1), prior_a.expand((4,)).to_event(1)),
+    ]
+    total, rest = summed_kl_total(pairs)
+    assert rest == pairs[3:]
+    expected = sum(kl_divergence(q, p) for q, p in pairs[:3])
+    torch.testing.assert_close(total, expected)
+    # (the cached variances are shared by both graphs)
+    for a, b in zip(torch.autograd.grad(total, locs + logs, retain_graph=True), torch.autograd.grad(expected, locs + logs)):
+        torch.testing.assert_close(a, b)
 
 
 # -- the summed rule ------------------------------------------------------------------------------

@@ -51,5 +51,6 @@ def test_resnet_compression_quick_on_synthetic_cifar(tmp_path, monkeypatch):
 
 def test_resnet_compression_without_cifar_exits_with_a_clear_message(tmp_path, monkeypatch, capsys):
     with pytest.raises(SystemExit) as info:
-        run_example("resnet_compression.py", "--data-dir", tmp_path, "--results-dir", tmp_path, monkeypatch=monkeypatch)
+        run_example("resnet_compression.py", "--data-dir", tmp_path, "--results-dir", tmp_path, "--run-dir", tmp_path / "runs", monkeypatch=monkeypatch)
+    assert not (tmp_path / "runs").exists()
     assert "cifar-10-python.tar.gz" in str(info.value.code)

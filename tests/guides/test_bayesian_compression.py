@@ -3,7 +3,6 @@ marginal moments and the group log dropout rates."""
 
 import math
 
-import pyro
 import pytest
 import torch
 from pyro import poutine

@@ -41,6 +41,8 @@ def test_posteriors(grouping, device):
         assert si.group_ndims == expected_groups
         assert torch.isfinite(q.log_prob(z))
     assert (guide.posterior("noise_precision").rsample() > 0).all()
+    medians = guide.median(num_samples=51)
+    assert {k: v.shape for k, v in medians.items()} == {k: guide.posterior(k).event_shape for k in guide.sites()}
 
 
 def test_site_selection_and_validation():
@@ -57,7 +59,7 @@ def test_site_selection_and_validation():
 def test_training_improves_the_bound():
     model, x, y = _bnn(32)
     guide = SemiImplicitGuide(model, num_mixing=4, init_scale=0.05, mixing_scale=0.05)
-    history = fit(model, guide, (x, y), epochs=60, objective=DSIVI_ELBO(4, 1), batch_size=32, lr=1e-2, progress=False, seed=0)
+    history = fit(model, guide, (x, y), epochs=30, objective=DSIVI_ELBO(4, 1), batch_size=32, lr=1e-2, progress=False, seed=0)
     first, last = history["loss"].iloc[:5].mean(), history["loss"].iloc[-5:].mean()
     assert last < first
 
@@ -90,8 +92,8 @@ def test_captures_correlations_a_mean_field_guide_cannot():
     ):
         pyro.clear_param_store()
         fit(model, guide, (x, y), epochs=2500, objective=objective, batch_size=6, lr=1e-2, progress=False, seed=0)
-        values = torch.tensor([-DSIVI_ELBO(2000, 1, num_particles=50).loss(model, guide, x, y) for _ in range(6)])
+        values = torch.tensor([-DSIVI_ELBO(1000, 1, num_particles=400, vectorize_particles=False).loss(model, guide, x, y) for _ in range(4)])
         results[name] = (float(values.mean()), float(values.std() / math.sqrt(len(values))))
     (mf, mf_se), (si, si_se) = results["mean-field"], results["semi-implicit"]
     assert mf < log_evidence and si < log_evidence + 4 * si_se
-    assert si - mf > 4 * math.hypot(mf_se, si_se), results
+    assert si - mf > 4 * math.hypot(mf_se, si_se), (results, log_evidence)

@@ -48,7 +48,7 @@ def exact_elbo(kappa):
     return expected - kl_divergence(VonMisesFisher(MU, kappa), HypersphericalUniform(D, dtype=torch.float64))
 
 
-def _gradient_estimates(correction, n=3000, kappa0=1.0):
+def _gradient_estimates(correction, n=800, kappa0=3.0):
     elbo = ClosedFormKL_ELBO()
     grads = []
     for _ in range(n):
@@ -58,7 +58,7 @@ def _gradient_estimates(correction, n=3000, kappa0=1.0):
     return np.array(grads)
 
 
-def _exact_gradient(kappa0=1.0):
+def _exact_gradient(kappa0=3.0):
     kappa = torch.tensor(kappa0, dtype=torch.float64, requires_grad=True)
     (g,) = torch.autograd.grad(exact_elbo(kappa), kappa)
     return float(g)
@@ -73,7 +73,7 @@ def test_concentration_gradient_is_unbiased_with_the_correction():
 def test_concentration_gradient_is_biased_without_the_correction():
     torch.manual_seed(0)
     g = _gradient_estimates(False)
-    assert abs(g.mean() - _exact_gradient()) > 6 * g.std(ddof=1) / math.sqrt(len(g))
+    assert abs(g.mean() - _exact_gradient()) > 4 * g.std(ddof=1) / math.sqrt(len(g))
 
 
 def test_loss_value_is_unchanged_by_the_correction():
