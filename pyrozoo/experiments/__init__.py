@@ -11,6 +11,7 @@ Method modules in this package are discovered and imported by :func:`load_method
 
 import importlib
 import pkgutil
+import warnings
 
 
 def load_methods(prefix: str) -> None:
@@ -18,4 +19,9 @@ def load_methods(prefix: str) -> None:
     (e.g. ``"uci_"``), so that its methods register themselves."""
     for info in pkgutil.iter_modules(__path__):
         if info.name.startswith(prefix):
-            importlib.import_module(f"{__name__}.{info.name}")
+            try:
+                importlib.import_module(f"{__name__}.{info.name}")
+            except ImportError as e:
+                # one broken method module must not take the others down; asking for one of
+                # its methods then fails with "unknown method", after this warning
+                warnings.warn(f"experiment module {__name__}.{info.name} could not be imported: {e}")

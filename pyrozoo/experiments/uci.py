@@ -67,7 +67,7 @@ def available_methods() -> Dict[str, UCIMethod]:
 
 def run_split(method: str, split: UCISplit, config: UCIRunConfig) -> dict:
     """Runs one method on one split; adds ``train_seconds`` (wall clock of the whole run)."""
-    methods = available_methods()
+    methods = UCI_METHODS if method in UCI_METHODS else available_methods()
     if method not in methods:
         raise ValueError(f"unknown UCI method {method!r}; available: {', '.join(sorted(methods))}")
     t0 = time.perf_counter()

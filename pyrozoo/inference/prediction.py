@@ -30,21 +30,29 @@ def _init_to_sample_or_network(site):
 
 
 @torch.no_grad()
-def posterior_samples(model, guide, x: torch.Tensor, num_samples: int = 100, batch_size: Optional[int] = None) -> Dict[str, torch.Tensor]:
+def posterior_samples(model, guide, x: torch.Tensor, num_samples: int = 100, batch_size: Optional[int] = None, *, samples: Optional[Dict[str, torch.Tensor]] = None) -> Dict[str, torch.Tensor]:
     """Network outputs (``"_RETURN"``, shape ``(S, n, ...)``) and the likelihood's latent
     variables under ``num_samples`` draws from the guide, via Pyro's ``Predictive``.
 
     With ``batch_size``, ``x`` is processed in chunks that share one set of posterior
     draws of the guide's (global) latent variables, so memory stays bounded and the chunks
     together are exactly one prediction per draw.
+
+    :param samples: instead of drawing from ``guide``, condition on these values of the
+        latent sites (each with a leading sample dimension), e.g.
+        ``{k: v[None] for k, v in guide.median().items()}`` for the posterior-median network.
     """
     if num_samples < 1:
         raise ValueError("num_samples must be >= 1")
     names = _latent_names(model, x)
     model_fn = InitMessenger(_init_to_sample_or_network)(model)
-    if not batch_size or batch_size >= len(x):
+    if samples is not None:
+        draws = samples
+    elif not batch_size or batch_size >= len(x):
         return Predictive(model_fn, guide=guide, num_samples=num_samples, return_sites=["_RETURN", *names])(x)
-    draws = Predictive(guide, num_samples=num_samples)(x[:batch_size])
+    else:
+        draws = Predictive(guide, num_samples=num_samples)(x[:batch_size])
+    batch_size = batch_size or len(x)
     outputs = [
         Predictive(model_fn, posterior_samples=draws, return_sites=["_RETURN"])(chunk)["_RETURN"]
         for chunk in torch.split(x, batch_size)
@@ -53,10 +61,11 @@ def posterior_samples(model, guide, x: torch.Tensor, num_samples: int = 100, bat
 
 
 @torch.no_grad()
-def predict(model, guide, x: torch.Tensor, num_samples: int = 100, batch_size: Optional[int] = None) -> PosteriorPredictive:
+def predict(model, guide, x: torch.Tensor, num_samples: int = 100, batch_size: Optional[int] = None, *, samples: Optional[Dict[str, torch.Tensor]] = None) -> PosteriorPredictive:
     """Posterior predictive mean, standard deviation and samples (see
-    :class:`~pyrozoo.models.PosteriorPredictive`) from the model's likelihood."""
-    samples = posterior_samples(model, guide, x, num_samples, batch_size)
+    :class:`~pyrozoo.models.PosteriorPredictive`) from the model's likelihood
+    (``samples``: fixed latent values instead of guide draws, see :func:`posterior_samples`)."""
+    samples = posterior_samples(model, guide, x, num_samples, batch_size, samples=samples)
     return model.likelihood.aggregate(samples["_RETURN"], _likelihood_latents(model, samples, x))
 
 
@@ -65,15 +74,16 @@ def _likelihood_latents(model, samples, x) -> dict:
 
 
 @torch.no_grad()
-def evaluate(model, guide, x: torch.Tensor, y: torch.Tensor, num_samples: int = 100, batch_size: Optional[int] = None, y_scale: float = 1.0, y_shift: float = 0.0) -> Dict[str, float]:
+def evaluate(model, guide, x: torch.Tensor, y: torch.Tensor, num_samples: int = 100, batch_size: Optional[int] = None, y_scale: float = 1.0, y_shift: float = 0.0, *, samples: Optional[Dict[str, torch.Tensor]] = None) -> Dict[str, float]:
     """Test metrics from ``num_samples`` posterior draws.
 
     Regression (:class:`~pyrozoo.models.Gaussian`): ``rmse`` and ``test_ll`` (mean per
     example of ``log (1/S) sum_s N(y | f_s, 1/tau_s)``), in original units when the targets
     were standardised as ``(y - y_shift) / y_scale``. Classification: ``accuracy``,
-    ``error`` (percent), ``test_ll`` and ``ece``.
+    ``error`` (percent), ``test_ll`` and ``ece``. ``samples``: fixed latent values instead
+    of guide draws (see :func:`posterior_samples`).
     """
-    samples = posterior_samples(model, guide, x, num_samples, batch_size)
+    samples = posterior_samples(model, guide, x, num_samples, batch_size, samples=samples)
     f = samples["_RETURN"]
     latents = _likelihood_latents(model, samples, x)
     likelihood = model.likelihood

@@ -55,7 +55,8 @@ def test_metrics_in_original_units():
     assert original["rmse"] == pytest.approx(standard["rmse"] * scale, rel=1e-5)
     assert original["test_ll"] == pytest.approx(standard["test_ll"] - math.log(scale), rel=1e-6)
     # and the log-likelihood is the Gaussian density of the targets at the MAP point
-    f = model.net(x)
+    with torch.no_grad():
+        f = model.net(x)
     precision = guide.median()["noise_precision"]
     expected = dist.Normal(f, precision.rsqrt()).log_prob(y).mean()
     assert standard["test_ll"] == pytest.approx(float(expected), rel=1e-5)
@@ -79,3 +80,12 @@ def test_num_samples_must_be_positive():
     model, guide, x, _ = _regression()
     with pytest.raises(ValueError):
         predict(model, guide, x, num_samples=0)
+
+
+def test_fixed_samples_evaluate_the_median_network():
+    """``samples=`` conditions on given values: the posterior-median network's metrics."""
+    model, guide, x, y = _regression()
+    median = guide.median()
+    out = posterior_samples(model, guide, x, num_samples=1, batch_size=8, samples={k: v[None] for k, v in median.items()})["_RETURN"]
+    params = {k: v for k, v in median.items() if k != "noise_precision"}
+    assert torch.allclose(out[0], model.net_output(params, x), atol=1e-6)
