@@ -99,6 +99,16 @@ def main(argv=None):
     print(f"device {device}, {args.threads} thread(s), batch {args.batch_size}, MLP 784-{args.hidden}-{args.hidden}-{args.latent_dim}")
     for name, t in times.items():
         print(f"{name:40s} {t * 1e3:9.2f} ms/step   ratio {t / base:6.2f}x")
+    # arithmetic floor: multiply-adds of the MLPs, backward ~ 2x forward
+    h, d, n_in = args.hidden, args.latent_dim, x.shape[1]
+    enc = n_in * h + h * h + h * 2 * d
+    dec = d * h + h * h + h * n_in
+    plain = 3 * args.batch_size * (enc + dec)
+    print(
+        f"multiply-adds per step: plain {plain / 1e6:.0f}M; encoding 5000 prior points adds {5000 * enc / 1e6:.0f}M forward "
+        f"(ratio >= {(plain + 5000 * enc) / plain:.1f}x) and {3 * 5000 * enc / 1e6:.0f}M with its backward pass "
+        f"(ratio ~ {(plain + 3 * 5000 * enc) / plain:.1f}x)"
+    )
     return times
 
 

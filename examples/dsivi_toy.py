@@ -177,7 +177,9 @@ def main(argv=None):
         notes = "QUICK SMOKE CONFIGURATION - not a result.\n\n" + notes
     save_table(summary, stem, args.results_dir, title="DSIVI vs direct Monte Carlo KL on a semi-implicit toy target", notes=notes)
     save_table(runs, stem + "_runs", args.results_dir, title="DSIVI toy: every run")
-    plot(summary, pd.DataFrame(curves), dims, stem, args.results_dir)
+    curves = pd.DataFrame(curves)
+    curves.to_csv(Path(args.results_dir) / f"{stem}_curves.csv", index=False)
+    plot(summary, curves, dims, stem, args.results_dir)
     return runs
 
 
@@ -186,6 +188,7 @@ def plot(summary, curves, dims, stem, results_dir):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker  # noqa: F401
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for method, group in summary.groupby("method", sort=False):
@@ -193,6 +196,9 @@ def plot(summary, curves, dims, stem, results_dir):
         axes[0].errorbar(group["dim"], group["kl"], yerr=group["kl_se"], marker="o", capsize=3, label=method)
     axes[0].set_xscale("log")
     axes[0].set_yscale("log")
+    axes[0].xaxis.set_major_locator(matplotlib.ticker.FixedLocator(dims))
+    axes[0].xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    axes[0].xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
     axes[0].set_xlabel("dimension D")
     axes[0].set_ylabel("KL(q || p) after training")
     axes[0].legend()
@@ -200,7 +206,6 @@ def plot(summary, curves, dims, stem, results_dir):
     sub = curves[curves["dim"] == largest].groupby(["method", "step"], sort=False)["kl"].mean().reset_index()
     for method, group in sub.groupby("method", sort=False):
         axes[1].plot(group["step"], group["kl"], label=method)
-    axes[1].set_yscale("log")
     axes[1].set_xlabel("step")
     axes[1].set_ylabel(f"KL(q || p), D = {largest} (mean over seeds)")
     axes[1].legend()

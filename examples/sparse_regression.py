@@ -8,7 +8,9 @@ b = p), whose regression likelihood has noise variance sigma^2. The samplers run
 minibatches of 50 and the learning rate 0.001 k^(-1/3):
 
 * ``sgld-sa``: stochastic approximation of (rho, kappa, sigma, delta) with
-  omega_k = 10 (k + 1000)^(-0.7);
+  omega_k = 10 (k + 1000)^(-0.7), delta from 0.5 under its Beta(1, p) prior; the paper's
+  sentence "We fix tau = 1, lambda = 1, nu = 1, v1 = 10, delta = 0.5, b = p and set a = 1"
+  can also be read as delta fixed at 0.5: ``--fix-delta`` runs that reading;
 * ``sgld-em``: the same with omega = 1;
 * ``sgld``: the same hierarchical model with the latent variables frozen at their initial
   values (kappa_0 = kappa_1 = 1, sigma = the initial sigma, as in the authors' script).
@@ -78,7 +80,7 @@ def simulate(seed: int, n: int = 100, p: int = 1000, n_test: int = 50, dtype=tor
     return x, y, x_test, y_test, beta
 
 
-def build(method: str, v0: float, sigma: float, p: int, n: int, device, dtype):
+def build(method: str, v0: float, sigma: float, p: int, n: int, device, dtype, update_delta: bool = True):
     """Model, sampler adaptations for one method (initial values as in the authors' script)."""
     net = nn.Linear(p, 1, bias=False).to(device=device, dtype=dtype)
     with torch.no_grad():
@@ -89,7 +91,7 @@ def build(method: str, v0: float, sigma: float, p: int, n: int, device, dtype):
     model = BayesianNeuralNetwork(net, prior, Gaussian(n, precision=precision))
     prior.empirical_bayes(net, sigma=sigma, rho=0.5, kappa0=1.0, kappa1=1.0, delta=0.5)
     omega = {"sgld-sa": OMEGA, "sgld-em": 1.0}.get(method)
-    adaptations = [StochasticApproximation(prior, omega)] if omega is not None else []
+    adaptations = [StochasticApproximation(prior, omega, update_delta=update_delta)] if omega is not None else []
     return model, adaptations
 
 
@@ -98,7 +100,7 @@ def run_one(method, v0, sigma, seed, args, device):
     x, y, x_test, y_test = (t.to(device) for t in (x, y, x_test, y_test))
     set_seed(seed)
     pyro.clear_param_store()
-    model, adaptations = build(method, v0, sigma, x.shape[1], len(x), device, x.dtype)
+    model, adaptations = build(method, v0, sigma, x.shape[1], len(x), device, x.dtype, not args.fix_delta)
     sampler = SGLD(model, lr=PolynomialDecay(args.lr, 1.0 / 3.0), adaptations=adaptations)
     prediction = StepSizeWeightedAverage()
     draws = []
@@ -160,6 +162,7 @@ def parse_args(argv=None):
     parser.add_argument("--burn-in", type=float, default=0.2, help="fraction of iterations discarded (the authors: 100k of 500k)")
     parser.add_argument("--batch-size", type=int, default=50)
     parser.add_argument("--lr", type=float, default=1e-3, help="epsilon_k = lr * k^(-1/3)")
+    parser.add_argument("--fix-delta", action="store_true", help="keep delta at 0.5 instead of updating it by SA (Eq. 15)")
     parser.add_argument("--out", type=Path, default=None, help="per-run CSV (default <results-dir>/sparse_regression.csv); existing rows are kept and their runs skipped")
     add_common_arguments(parser)
     args = parser.parse_args(argv)
@@ -188,7 +191,7 @@ def main(argv=None):
     args = parse_args(argv)
     torch.set_num_threads(1)  # the model is tiny: threads only add overhead
     device = device_from_args(args)
-    stem = "sparse_regression" + ("_quick" if args.quick else "")
+    stem = "sparse_regression" + ("_fixed_delta" if args.fix_delta else "") + ("_quick" if args.quick else "")
     out = args.out or args.results_dir / f"{stem}.csv"
     out.parent.mkdir(parents=True, exist_ok=True)
     draws_path = out.with_name(out.stem + "_beta_draws.csv")
@@ -198,9 +201,10 @@ def main(argv=None):
     figure_setting = (args.v0s[-1], args.sigmas[-1], args.seeds[0])  # the paper's Fig. 1: v0 = 0.1, sigma = 1
     truth = simulate(args.seeds[0])[4][:3].tolist()
     pyro.enable_validation(False)
-    for v0 in args.v0s:
-        for sigma in args.sigmas:
-            for seed in args.seeds:
+    # seeds outermost: an interrupted sweep has every setting for the seeds it finished
+    for seed in args.seeds:
+        for v0 in args.v0s:
+            for sigma in args.sigmas:
                 for method in args.methods:
                     if (method, v0, sigma, seed) in done:
                         continue
@@ -218,7 +222,8 @@ def main(argv=None):
     table = summary_table(results)
     notes = (
         f"Measured by `examples/sparse_regression.py` ({args.iterations} SGLD iterations per run, minibatch "
-        f"{args.batch_size}, thinning {args.thin}, burn-in {args.burn_in:.0%}; mean and standard error over seeds, "
+        f"{args.batch_size}, thinning {args.thin}, burn-in {args.burn_in:.0%}; delta "
+        f"{'fixed at 0.5' if args.fix_delta else 'updated by SA (Eq. 15)'}; mean and standard error over seeds, "
         "each seed a new data set and chain). `published_mae` / `published_mse` are Deng et al. (2019), Table 1 "
         "(published; 500,000 iterations, one data set). sigma is the initial value of sigma. MSE is floored by the "
         "noise variance 3."

@@ -105,7 +105,8 @@ def build(prior_name, K, x_train, *, latent_dim, hidden, device):
 def run_one(prior_name, K, seed, args, data, device):
     x_train, y_train, x_test = data
     tag = f"{prior_name}_K{K}_seed{seed}"
-    done = args.checkpoint_dir / f"{tag}.json"
+    # the checkpoint continues across --epochs changes; the result file is per evaluation setting
+    done = args.checkpoint_dir / f"{tag}_epochs{args.epochs}_ll{args.ll_samples}_pp{args.prior_points}_n{len(x_test)}.json"
     if done.exists():
         return json.loads(done.read_text())
     pyro.clear_param_store()

@@ -28,7 +28,8 @@ import pandas as pd
 from pyrozoo.cli import add_common_arguments, device_from_args
 from pyrozoo.data import load_mnist
 from pyrozoo.experiments.lenet import ARCHITECTURES
-from pyrozoo.experiments.variance_networks import PRIORS, PUBLISHED_TABLE2, evaluate_parameterization, train_variational_dropout
+from pyrozoo.experiments.variance_networks import PRIORS, PUBLISHED_TABLE2, accuracy_tracker, evaluate_parameterization, train_variational_dropout
+from pyrozoo.reporting import save_figure
 from pyrozoo.guides.variational_dropout import PARAMETERIZATIONS
 from pyrozoo.reporting import save_table, to_markdown
 from pyrozoo.utils import set_seed
@@ -45,6 +46,8 @@ def parse_args(argv=None):
     parser.add_argument("--train-size", type=int, default=None, help="use the first N training examples")
     parser.add_argument("--num-samples", type=int, default=20, help="weight samples for test-time averaging")
     parser.add_argument("--checkpoint-dir", default=None, help="keep a resumable checkpoint per parameterization here")
+    parser.add_argument("--track-every", type=int, default=0, help="every N epochs, record mean-propagation and test-time-averaging accuracy on --track-size test images (0: off); saved as <stem>_trajectory.{csv,md,png}")
+    parser.add_argument("--track-size", type=int, default=2000)
     parser.add_argument("--stem", default="variance_networks", help="stem of the saved table")
     add_common_arguments(parser)
     return parser.parse_args(argv)
@@ -65,15 +68,18 @@ def main(argv=None):
     if args.quick:
         train, test = (train[0][:500], train[1][:500]), (test[0][:200], test[1][:200])
         epochs, num_samples = 1, 2
-    rows = []
+    rows, trajectories = [], []
+    tracker = accuracy_tracker((test[0][: args.track_size], test[1][: args.track_size]), num_samples=min(num_samples, 10)) if args.track_every else None
     for p in names:
         set_seed(args.seed)
         t0 = time.perf_counter()
         checkpoint = f"{args.checkpoint_dir}/variance_networks_{args.arch}_{args.prior}_{p}.pt" if args.checkpoint_dir else None
         model, guide, history = train_variational_dropout(
             args.arch, p, train, epochs=epochs, prior=args.prior, seed=args.seed, device=device,
-            checkpoint=checkpoint, progress=not args.no_progress,
+            checkpoint=checkpoint, progress=not args.no_progress, tracker=tracker, track_every=max(args.track_every, 1),
         )
+        for point in history.attrs.get("trajectory", []):
+            trajectories.append({"parameterization": p, **point})
         row = {"parameterization": p, "source": "measured (this repository)", **evaluate_parameterization(model, guide, train, test, num_samples)}
         row["train_seconds"] = time.perf_counter() - t0
         rows.append(row)
@@ -95,7 +101,37 @@ def main(argv=None):
         f"test-time averaging accurate for all) is comparable. Produced by examples/variance_networks.py."
     )
     save_table(table, args.stem, args.results_dir, title="Variance networks: ELBO and accuracy by parameterization", notes=notes)
+    if trajectories:
+        save_trajectory(pd.DataFrame(trajectories), args, min(num_samples, 10))
     return table
+
+
+def save_trajectory(trajectory: pd.DataFrame, args, num_samples: int) -> None:
+    """Mean-propagation vs test-time-averaging accuracy during training (the phase transition)."""
+    stem = f"{args.stem}_trajectory"
+    notes = (
+        f"Accuracy (percent) on the first {args.track_size} test images during training: mean propagation (the network of "
+        f"posterior means) and test-time averaging ({num_samples} weight samples); mean log alpha per layer. "
+        "Produced by examples/variance_networks.py --track-every."
+    )
+    save_table(trajectory, stem, args.results_dir, title="Variance networks during training", notes=notes)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.8))
+    for i, (p, part) in enumerate(trajectory.groupby("parameterization", sort=False)):
+        color = f"C{i}"
+        ax.plot(part.epoch, part.test_time_averaging_accuracy, color=color, marker="o", label=f"{p}: test-time averaging")
+        ax.plot(part.epoch, part.mean_propagation_accuracy, color=color, linestyle="--", marker="x", label=f"{p}: mean propagation")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("test accuracy (%)")
+    ax.set_title(f"Variance networks ({args.arch}, {args.prior} prior)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    save_figure(fig, stem, args.results_dir)
+    plt.close(fig)
 
 
 if __name__ == "__main__":

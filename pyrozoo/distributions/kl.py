@@ -366,8 +366,9 @@ def _kl_vmf_vmf(q, p):
     special-function part in float64 (its terms are ~kappa each)."""
     _check_same_sphere(q, p)
     d = q.dim
-    kq = q.concentration.to(torch.float64)
-    kp = p.concentration.to(torch.float64)
+    # (a concentration shared by a layer is one value broadcast over its rows: evaluated once)
+    kq = _compact(q.concentration).to(torch.float64)
+    kp = _compact(p.concentration).to(torch.float64)
     a = vmf_mean_resultant_length(d, kq)
     part = vmf_log_normalizer(d, kq) - vmf_log_normalizer(d, kp) + a * (kq - kp)
     half_sq_dist = 0.5 * (q.loc - p.loc).square().sum(-1)
@@ -378,7 +379,7 @@ def _kl_vmf_vmf(q, p):
 def _kl_vmf_uniform(q, p):
     r"""``kappa A_d(kappa) + log C_d(kappa) + log |S^{d-1}|`` (RDP's ``KL_vMF_Unif``), in float64."""
     _check_same_sphere(q, p)
-    k = q.concentration.to(torch.float64)
+    k = _compact(q.concentration).to(torch.float64)
     kl = k * vmf_mean_resultant_length(q.dim, k) + vmf_log_normalizer(q.dim, k) + log_sphere_area(q.dim)
     return kl.to(q.loc.dtype).expand(torch.broadcast_shapes(q.batch_shape, p.batch_shape))
 
@@ -387,7 +388,7 @@ def _kl_vmf_uniform(q, p):
 def _kl_uniform_vmf(q, p):
     r"""``-log |S^{d-1}| - log C_d(kappa)`` (the uniform's mean of ``mu' x`` is 0)."""
     _check_same_sphere(q, p)
-    kl = -log_sphere_area(p.dim) - vmf_log_normalizer(p.dim, p.concentration.to(torch.float64))
+    kl = -log_sphere_area(p.dim) - vmf_log_normalizer(p.dim, _compact(p.concentration).to(torch.float64))
     return kl.to(p.loc.dtype).expand(torch.broadcast_shapes(q.batch_shape, p.batch_shape))
 
 

@@ -341,8 +341,9 @@ def log_bessel_iv(nu: TensorLike, x: TensorLike) -> torch.Tensor:
     r""":math:`\log I_\nu(x)` for :math:`\nu \ge 0`, :math:`x \ge 0`
     (:math:`-\infty` at :math:`x = 0` for :math:`\nu > 0`; 0 for :math:`\nu = 0`).
 
-    Relative accuracy about :math:`10^{-15}` in float64 and correct rounding in float32 on
-    :math:`\nu \in [0, 5 \cdot 10^4]`, :math:`x \in [10^{-4}, 10^6]` (tested against mpmath).
+    Against mpmath on :math:`\nu \in [0, 5 \cdot 10^4]`, :math:`x \in [10^{-4}, 10^6]`: float64 errors
+    below :math:`5 \cdot 10^{-13} \max(1, |\log I_\nu|)` (relative error below :math:`2 \cdot 10^{-11}`
+    even where :math:`\log I_\nu` is close to 0); float32 results are the float64 ones rounded.
     Differentiable in ``x``: :math:`\partial_x \log I_\nu = R_{\nu+1}(x) + \nu / x`.
     """
     nu, x, x_float, dtype = _prepare(nu, x, "log_bessel_iv", 0.0, strict=False)
@@ -356,7 +357,7 @@ def bessel_iv_ratio(nu: TensorLike, x: TensorLike, method: str = "exact") -> tor
     is the mean resultant length :math:`\mathbb E[\mu^\top x]`.
 
     :param method: ``"exact"`` (uniform asymptotic expansion and backward recurrence; relative
-        error about :math:`10^{-15}` in float64), or ``"midpoint"``, the average of the
+        error below :math:`10^{-14}` in float64 against mpmath), or ``"midpoint"``, the average of the
         Ruiz-Antolín–Segura Theorem-5 bounds that RDP uses (Oh et al., eqs. 32–33): no special
         functions, relative error :math:`\approx 1.4 \cdot 10^{-5} (100/d)^2` (6.5% at
         :math:`d = 2`), differentiated by autograd through the bound formulas.
@@ -389,7 +390,7 @@ def bessel_iv_ratio_bounds(nu: TensorLike, x: TensorLike, theorem: int = 5) -> T
     if theorem not in (4, 5):
         raise ValueError(f"bessel_iv_ratio_bounds: theorem must be 4 or 5, got {theorem!r}")
     nu, x_t, _, dtype = _prepare(nu, x, "bessel_iv_ratio_bounds", 1.0, strict=False)
-    nu_t = nu.to(dtype) if torch.is_tensor(nu) else nu
+    nu_t = torch.as_tensor(nu, device=x_t.device).to(dtype)
     if theorem == 4:
         lower = x_t / (nu_t - 0.5 + torch.hypot(nu_t + 0.5, x_t))
         upper = x_t / (nu_t - 1.0 + torch.hypot(nu_t + 1.0, x_t))

@@ -31,6 +31,32 @@ def _compact(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
+def _first_accepted(n: int, tries: int, draw, device) -> torch.Tensor:
+    """``n`` values from a vectorised rejection sampler.
+
+    ``draw(index, k, tries)`` returns proposals and acceptance flags of shape ``(k, tries)`` for
+    the ``k`` elements in ``index`` (``None``: all ``n``). Each element takes its first accepted
+    proposal; elements with none are redrawn. Several proposals per element and round keep
+    the number of rounds (each a handful of tensor operations) at about one for small ``n``.
+    """
+    out = None
+    pending = None
+    for _ in range(_MAX_REJECTION_ROUNDS):
+        k = n if pending is None else pending.numel()
+        values, accept = draw(pending, k, tries)
+        accepted = accept.any(-1)
+        chosen = values.gather(-1, accept.to(torch.uint8).argmax(-1, keepdim=True)).squeeze(-1)
+        if pending is None:
+            out = chosen
+            pending = (~accepted).nonzero().flatten()
+        else:
+            out[pending[accepted]] = chosen[accepted]
+            pending = pending[~accepted]
+        if pending.numel() == 0:
+            return out
+    raise RuntimeError("rejection sampler did not terminate")  # pragma: no cover
+
+
 def _standard_gamma(alpha: float, n: int, device) -> torch.Tensor:
     """``n`` draws from Gamma(alpha, 1) in float64 by Marsaglia & Tsang (2000), vectorised.
 
@@ -43,31 +69,26 @@ def _standard_gamma(alpha: float, n: int, device) -> torch.Tensor:
     a = alpha + 1.0 if boost else alpha
     d = a - 1.0 / 3.0
     c = 1.0 / math.sqrt(9.0 * d)
-    out = torch.empty(n, dtype=torch.float64, device=device)
-    pending = torch.arange(n, device=device)
-    for _ in range(_MAX_REJECTION_ROUNDS):
-        k = pending.numel()
-        if k == 0:
-            break
-        z = torch.randn(k, dtype=torch.float64, device=device)
+
+    def draw(index, k, tries):
+        z = torch.randn(k, tries, dtype=torch.float64, device=device)
         v = 1.0 + c * z
         ok = v > 0
         v3 = torch.where(ok, v, 1.0) ** 3
-        log_u = torch.rand(k, dtype=torch.float64, device=device).log()
-        accept = ok & (log_u < 0.5 * z * z + d - d * v3 + d * v3.log())
-        out[pending[accept]] = d * v3[accept]
-        pending = pending[~accept]
-    else:  # pragma: no cover
-        raise RuntimeError("gamma sampler did not terminate")
+        log_u = torch.rand(k, tries, dtype=torch.float64, device=device).log()
+        return d * v3, ok & (log_u < 0.5 * z * z + d - d * v3 + d * v3.log())
+
+    out = _first_accepted(n, 3 if n <= 4096 else 2, draw, device)
     if boost:
         out = out * torch.rand(n, dtype=torch.float64, device=device).pow(1.0 / alpha)
     return out
 
 
-def _symmetric_beta(alpha: float, n: int, device) -> torch.Tensor:
-    """``n`` draws from Beta(alpha, alpha) in float64, as G1 / (G1 + G2)."""
+def _symmetric_beta(alpha: float, shape, device) -> torch.Tensor:
+    """Draws from Beta(alpha, alpha) of ``shape`` in float64, as G1 / (G1 + G2)."""
+    n = math.prod(shape)
     g = _standard_gamma(alpha, 2 * n, device)
-    return g[:n] / (g[:n] + g[n:])
+    return (g[:n] / (g[:n] + g[n:])).reshape(shape)
 
 
 def log_sphere_area(dim: int) -> float:
@@ -159,8 +180,9 @@ class VonMisesFisher(TorchDistribution):
     in a form without cancellation (:math:`b = m / (2\kappa + \sqrt{4\kappa^2 + m^2})`,
     :math:`m = d - 1`; :math:`1 - w = 2b\varepsilon / (1 - (1 - b)\varepsilon)`; the acceptance
     test rearranged around :math:`x_0 = (1-b)/(1+b)`), in float64, vectorised over every
-    sample and batch element (only still-rejected elements are redrawn; acceptance is at
-    least about 0.7 for every :math:`d, \kappa`); a Gaussian tangent direction; and an exact
+    sample and batch element (several proposals per element and round, the first accepted one
+    kept, still-rejected elements redrawn; acceptance is at least about 0.7 for every
+    :math:`d, \kappa`); a Gaussian tangent direction; and an exact
     Householder reflection taking :math:`\mp e_1` to :math:`\mu`, with the sign chosen so that
     the reflection vector never degenerates (no special case for :math:`\mu \approx \pm e_1`).
 
@@ -291,20 +313,21 @@ class VonMisesFisher(TorchDistribution):
         # written in epsilon so that nothing of size kappa or m cancels when kappa >> d
         log_half_1pb = torch.log1p(b) - math.log(2.0)
         scale = 2.0 * b * flat_kappa / (1.0 + b)
-        eps = torch.empty_like(flat_kappa)
-        pending = torch.arange(flat_kappa.numel(), device=kappa64.device)
-        for _ in range(_MAX_REJECTION_ROUNDS):
-            n = pending.numel()
-            if n == 0:
-                return eps.reshape(kappa64.shape)
-            e = _symmetric_beta(0.5 * m, n, kappa64.device)
-            bp = b[pending]
+        device = kappa64.device
+
+        def draw(index, k, tries):
+            bp, sp, lp = (b, scale, log_half_1pb) if index is None else (b[index], scale[index], log_half_1pb[index])
+            bp, sp, lp = bp.unsqueeze(-1), sp.unsqueeze(-1), lp.unsqueeze(-1)
+            e = _symmetric_beta(0.5 * m, (k, tries), device)
             denom = 1.0 - (1.0 - bp) * e
-            log_accept = scale[pending] * (1.0 - 2.0 * e) / denom + m * (log_half_1pb[pending] + torch.log1p((1.0 - bp) * e / denom))
-            accept = torch.rand(n, dtype=torch.float64, device=kappa64.device).log() <= log_accept
-            eps[pending[accept]] = e[accept]
-            pending = pending[~accept]
-        raise RuntimeError("VonMisesFisher: rejection sampler did not terminate")  # pragma: no cover
+            log_accept = sp * (1.0 - 2.0 * e) / denom + m * (lp + torch.log1p((1.0 - bp) * e / denom))
+            return e, torch.rand(k, tries, dtype=torch.float64, device=device).log() <= log_accept
+
+        # Acceptance is at least about 0.7: with 8 proposals an element needs a second round with
+        # probability < 1e-4, so a batch of rows (RDP's draw) takes one round; for large batches
+        # fewer proposals waste less and the extra rounds are cheap next to the tangent.
+        n = flat_kappa.numel()
+        return _first_accepted(n, 8 if n <= 512 else (4 if n <= 4096 else 2), draw, device).reshape(kappa64.shape)
 
     def _w_and_sin(self, kappa: torch.Tensor, eps: torch.Tensor):
         r"""``(w, sqrt(1 - w^2), b)`` in float64 as differentiable functions of ``kappa`` at fixed ``eps``."""

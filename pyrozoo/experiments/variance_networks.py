@@ -3,7 +3,7 @@ dropout under the parameterisations of the thesis' eq. 11 and evaluating them as
 Table 2 — the ELBO and its two terms, mean-propagation accuracy and test-time-averaging
 accuracy."""
 
-from typing import Dict, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import pyro
 import torch
@@ -47,9 +47,14 @@ def train_variational_dropout(
     progress: bool = False,
     init_log_alpha: float = -5.0,
     init_log_sigma2: float = -10.0,
+    tracker: Optional[Callable] = None,
+    track_every: int = 1,
 ):
     """A variational-dropout BNN of ``arch`` trained with local reparameterization, KL warm-up
-    and a learning rate decayed linearly to 0; returns ``(model, guide, history)``."""
+    and a learning rate decayed linearly to 0; returns ``(model, guide, history)``.
+
+    ``tracker(epoch, model, guide) -> dict`` is called every ``track_every`` epochs (and after
+    the last); its rows are in ``history.attrs["trajectory"]``."""
     if prior not in PRIORS:
         raise ValueError(f"prior must be one of {sorted(PRIORS)}, got {prior!r}")
     pyro.clear_param_store()
@@ -63,12 +68,36 @@ def train_variational_dropout(
         init_log_alpha=init_log_alpha,
         init_log_sigma2=init_log_sigma2,
     )
+    trajectory: List[dict] = []
+
+    def callback(epoch, row):
+        if tracker is not None and ((epoch + 1) % track_every == 0 or epoch + 1 == epochs):
+            trajectory.append({"epoch": epoch + 1, **tracker(epoch + 1, model, guide)})
+
     history = fit(
         model, guide, train, epochs=epochs, objective=ClosedFormKL_ELBO(), batch_size=batch_size, lr=lr,
         lr_schedule=linear_to_zero(epochs), kl_schedule=kl_warmup(epochs), estimator="local",
-        device=device, seed=seed, checkpoint=checkpoint, progress=progress,
+        device=device, seed=seed, checkpoint=checkpoint, progress=progress, callback=callback,
     )
+    history.attrs["trajectory"] = trajectory
     return model, guide, history
+
+
+def accuracy_tracker(test: Tuple[torch.Tensor, torch.Tensor], num_samples: int = 10, batch_size: int = 1000) -> Callable:
+    """``tracker`` for :func:`train_variational_dropout`: mean-propagation and test-time-averaging
+    accuracy (percent) on ``test`` and the mean ``log alpha`` of every layer — the quantities
+    whose divergence marks the phase transition."""
+
+    def track(epoch, model, guide):
+        device = next(model.parameters()).device
+        row = {"mean_propagation_accuracy": 100.0 - classification_error(guide.mean_network().to(device), test, batch_size, device)}
+        metrics = evaluate(model, guide, test[0].to(device), test[1].to(device), num_samples=num_samples, batch_size=batch_size)
+        row["test_time_averaging_accuracy"] = 100.0 * metrics["accuracy"]
+        for name in guide.sites():
+            row[f"mean_log_alpha[{name}]"] = float(guide.log_alpha(name).mean())
+        return row
+
+    return track
 
 
 @torch.no_grad()

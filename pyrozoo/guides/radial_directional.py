@@ -112,11 +112,13 @@ class RadialDirectionalGuide(MeanFieldNormalGuide):
                 if location_site not in spheres:
                     raise ValueError(f"site {name!r} names {location_site!r} as its mean direction, which is not a sphere-valued site")
                 self._tied[location_site] = name
+        plated = [name for name, info in self._sites.items() if info.plate_dims]
+        plated += [name for name in spheres if any(f.vectorized for f in self.prototype_trace.nodes[name]["cond_indep_stack"])]
+        if plated:
+            raise NotImplementedError(f"RadialDirectionalGuide supports global latent sites only (no plates); plated: {sorted(plated)}")
         for name, site in self.prototype_trace.iter_stochastic_nodes():
             if name in spheres and name not in self._tied:
                 self._init_direction(name, site)
-        if any(info.plate_dims for info in self._sites.values()):
-            raise NotImplementedError("RadialDirectionalGuide supports global latent sites only (no plates)")
 
     def _init_direction(self, name, site):
         fn = site["fn"]
@@ -128,7 +130,7 @@ class RadialDirectionalGuide(MeanFieldNormalGuide):
         key = param_key(name)
         dim = init.shape[-1]
         kappa0 = vmf_concentration(dim, 1.0 - self.init_direction_epsilon, dtype=torch.float64)
-        self.direction_locs[key] = nn.Parameter(init.detach().clone())
+        self.direction_locs[key] = nn.Parameter((init / torch.linalg.vector_norm(init, dim=-1, keepdim=True)).detach().clone())
         self.log_concentrations[key] = nn.Parameter(torch.log(kappa0).to(dtype=init.dtype, device=init.device))
         self._directions[name] = fn.event_dim
 

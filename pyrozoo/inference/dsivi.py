@@ -1,7 +1,7 @@
 r"""The doubly semi-implicit variational bound (DSIVI), with SIVI and structured SIVI as cases."""
 
-
 import torch
+from pyro.distributions.util import scale_and_mask
 from pyro.poutine.util import site_is_subsample
 
 from pyrozoo.distributions.semi_implicit import (
@@ -10,7 +10,7 @@ from pyrozoo.distributions.semi_implicit import (
     semi_implicit_role,
     semi_implicit_samples,
 )
-from pyrozoo.inference.elbo import ClosedFormKL_ELBO, _scale_and_mask
+from pyrozoo.inference.elbo import ClosedFormKL_ELBO
 
 
 def _check_count(name, k):
@@ -53,6 +53,14 @@ class DSIVI_ELBO(ClosedFormKL_ELBO):
 
     Other arguments (``num_particles``, ``vectorize_particles``, ``max_plate_nesting``, ...)
     are Pyro's ``ELBO`` ones.
+
+    Example (a BNN whose weight prior is the marginal of a Normal-Gamma hierarchy, with a
+    hypernetwork posterior)::
+
+        model = BayesianNeuralNetwork(net, NormalGammaPrior(1.0, 1.0, form="marginal"), Gaussian(N))
+        guide = SemiImplicitGuide(model, num_mixing=16)
+        fit(model, guide, (x, y), epochs=100, objective=DSIVI_ELBO(K1=16, K2=16))
+        tight = -DSIVI_ELBO(1000, 1000, num_particles=100).loss(model, guide, x, y)
     """
 
     def __init__(self, K1: int = 1, K2: int = 1, *, structured: bool = True, bound: str = "lower", **kwargs):
@@ -69,8 +77,12 @@ class DSIVI_ELBO(ClosedFormKL_ELBO):
         self.structured = structured
         self.bound = bound
 
+    def settings(self):
+        """The context in which semi-implicit densities are estimated with this bound's K1, K2."""
+        return semi_implicit_samples(guide=self.K1, model=self.K2, structured=self.structured, bound=self.bound)
+
     def differentiable_loss(self, model, guide, *args, **kwargs):
-        with semi_implicit_samples(guide=self.K1, model=self.K2, structured=self.structured, bound=self.bound):
+        with self.settings():
             return super().differentiable_loss(model, guide, *args, **kwargs)
 
     @staticmethod
@@ -82,21 +94,38 @@ class DSIVI_ELBO(ClosedFormKL_ELBO):
         except NotImplementedError:
             return q.log_prob(z)
 
-    def _kl(self, guide_site, model_site):
+    def _semi_implicit_kl(self, guide_site, model_site):
+        """The scaled, masked ``log q̂(z) - log p̂(z)`` of a site with a semi-implicit side
+        (summed to a 0-d tensor), or ``None`` when both sides are explicit."""
         q, p = guide_site["fn"], model_site["fn"]
         q_si, p_si = find_semi_implicit(q), find_semi_implicit(p)
         if q_si is None and p_si is None:
-            return super()._kl(guide_site, model_site)
+            return None
         z = guide_site["value"]
         with semi_implicit_role("guide"):
             log_q = q.log_prob(z) if q_si is not None else self._explicit_log_q(q, z)
         with semi_implicit_role("model"):
             log_p = p.log_prob(z)
-        log_q = _scale_and_mask(log_q, guide_site["scale"], guide_site["mask"])
-        log_p = _scale_and_mask(log_p, model_site["scale"], model_site["mask"])
+        log_q = scale_and_mask(log_q, guide_site["scale"], guide_site["mask"])
+        log_p = scale_and_mask(log_p, model_site["scale"], model_site["mask"])
         return log_q.sum() - log_p.sum()
 
+    def _kl(self, guide_site, model_site):
+        kl = self._semi_implicit_kl(guide_site, model_site)
+        return super()._kl(guide_site, model_site) if kl is None else kl
+
+    def _kl_term(self, guide_site, model_site):
+        # the hook of ClosedFormKL_ELBO's trace-based path: (term, evaluated at the sample?)
+        kl = self._semi_implicit_kl(guide_site, model_site)
+        return super()._kl_term(guide_site, model_site) if kl is None else (kl, True)
+
     def elbo_particle(self, model_trace, guide_trace) -> torch.Tensor:
+        """This bound for one particle from a model trace replayed against a guide trace
+        (so that several bounds can be evaluated on the same draws)."""
+        with self.settings():
+            return self._elbo_particle(model_trace, guide_trace)
+
+    def _elbo_particle(self, model_trace, guide_trace) -> torch.Tensor:
         if self.bound == "lower":
             for name, site in guide_trace.nodes.items():
                 if site["type"] != "sample" or name in model_trace.nodes or site_is_subsample(site):
@@ -120,7 +149,7 @@ class SIVI_ELBO(DSIVI_ELBO):
     def __init__(self, K: int = 1, **kwargs):
         super().__init__(K1=K, K2=1, **kwargs)
 
-    def _kl(self, guide_site, model_site):
+    def _semi_implicit_kl(self, guide_site, model_site):
         if find_semi_implicit(model_site["fn"]) is not None:
             raise ValueError("SIVI_ELBO needs explicit priors; use DSIVI_ELBO(K1, K2) for a semi-implicit prior")
-        return super()._kl(guide_site, model_site)
+        return super()._semi_implicit_kl(guide_site, model_site)

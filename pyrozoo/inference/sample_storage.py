@@ -12,7 +12,7 @@ guide for :func:`pyrozoo.inference.evaluate` and ``Predictive``.
 import json
 import os
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Union
+from typing import Dict, Iterator, List, Union
 
 import pyro
 import pyro.distributions as dist

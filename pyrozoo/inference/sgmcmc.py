@@ -216,10 +216,11 @@ class StochasticGradientMCMC:
         return [s.name for s in self._sites]
 
     def values(self) -> Values:
-        """Current constrained values of the sampled sites (detached)."""
+        """Current constrained values of the sampled sites (detached copies: the sampler
+        updates its own tensors in place)."""
         self._require_setup()
         with torch.no_grad():
-            return {s.name: s.value().detach() for s in self._sites}
+            return {s.name: s.value().detach().clone() for s in self._sites}
 
     def recorded_values(self) -> Values:
         """What a sample records: the sampled sites' values and the values adaptations

@@ -22,21 +22,24 @@ the "flatten" variant of the authors' code). Priors (eqs. 7–8, 11):
   closed-form KLs);
 * **direction**: :math:`u_g \sim \mathrm{vMF}(\mu_g, \kappa_p)` with one concentration per layer
   and grouping (eq. 5). RDP takes the prior's mean direction equal to the posterior's, so that
-  only the concentrations enter the KL. Here that is a model: the mean direction is a latent
-  site with a uniform prior on the sphere, which the guide
+  only the concentrations enter the KL. Here that is empirical Bayes: the mean direction is a
+  hyperparameter of the prior, a site on the sphere whose density is masked out of the model
+  (it adds nothing to the ELBO), which the guide
   (:class:`~pyrozoo.guides.RadialDirectionalGuide`) estimates by a point mass tied to the
-  posterior's location; the ELBO then contains exactly RDP's KL. ``direction_prior="uniform"``
-  puts a uniform prior on the directions instead.
+  posterior's location; the KL of the directions is then exactly RDP's same-mean vMF KL.
+  ``direction_prior="uniform"`` puts a uniform prior on the directions instead.
 
 Layers with an output or input dimension of 1 (the UCI output layer 50→1, LeNet-5's conv1
 with one input channel) and biases get a ``Normal(0, fallback_scale)`` prior, as in the paper.
 
 Sites of a grouped weight ``"<layer>.weight"``, for each grouping ``g`` in ``row``/``column``:
 ``.<g>_global_gamma``, ``.<g>_global_inverse_gamma`` (scalars), ``.<g>_local_gamma``,
-``.<g>_local_inverse_gamma`` (one per group), ``.<g>_mean_direction`` (uniform on the sphere;
-only with ``direction_prior="vmf"``) and ``.<g>_direction`` (one unit vector per group). Each
+``.<g>_local_inverse_gamma`` (one per group), ``.<g>_mean_direction`` (masked; only with
+``direction_prior="vmf"``) and ``.<g>_direction`` (one unit vector per group). Each
 site carries the network's own weight, decomposed into radii and directions, as its initial
-value for guides (``infer["pyrozoo_init_value"]``), so a guide starts at the network's weights.
+value for guides (``infer["pyrozoo_init_value"]``), so a guide starts at the network's weights:
+the Gamma factors at their prior scale :math:`\tau^2`, the global inverse-Gamma factor at 1 and
+the local inverse-Gamma factor at whatever makes up the weight's radius.
 """
 
 import math
@@ -270,7 +273,17 @@ class RadialDirectionalPrior(Prior):
             radius0, direction0 = init[group.kind]
             priors = self._radial_priors(group.num_groups, param.dtype, param.device)
             one = torch.ones((), dtype=param.dtype, device=param.device)
-            inits = {"global_gamma": one, "global_inverse_gamma": one, "local_gamma": radius0, "local_inverse_gamma": radius0}
+            # Every factor starts at a typical value of its prior (alpha at tau^2, the global
+            # beta at 1) except the local inverse-Gamma one, which takes the rest of the
+            # network's radius: its heavy right tail makes that cheap in KL, where a Gamma
+            # factor far above tau^2 would cost ~ value / tau^2 nats.
+            scale = self.local_scale * self.global_scale
+            inits = {
+                "global_gamma": one * self.global_scale**2,
+                "global_inverse_gamma": one,
+                "local_gamma": torch.full_like(radius0, self.local_scale**2),
+                "local_inverse_gamma": (radius0 / scale) ** 2,
+            }
             log_radius = 0.0
             for part in RADIAL_FACTORS:
                 value = pyro.sample(group.site(part), priors[part], infer={INIT_VALUE_KEY: inits[part]})
@@ -286,7 +299,10 @@ class RadialDirectionalPrior(Prior):
         )
         if self.direction_prior == "uniform":
             return pyro.sample(group.site("direction"), uniform, infer={INIT_VALUE_KEY: init})
-        mean = pyro.sample(group.site("mean_direction"), uniform, infer={INIT_VALUE_KEY: init})
+        # The prior's mean direction is a hyperparameter estimated by type-II maximum likelihood
+        # (the guide's point mass): its site is masked out of the joint density, so it adds
+        # nothing to the ELBO, which is then RDP's objective exactly.
+        mean = pyro.sample(group.site("mean_direction"), uniform.mask(False), infer={INIT_VALUE_KEY: init})
         kappa = torch.tensor(self.prior_concentration(group.dim), dtype=dtype, device=device)
         prior = VonMisesFisher(mean, kappa).to_event(1)
         return pyro.sample(group.site("direction"), prior, infer={INIT_VALUE_KEY: init, LOCATION_SITE_KEY: group.site("mean_direction")})

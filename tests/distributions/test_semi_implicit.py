@@ -62,6 +62,19 @@ def test_sample_moments_match_marginal(c, device):
     assert ((var_ratio - 1).abs() < 10 / math.sqrt(z.shape[0]) * 3).all(), var_ratio
 
 
+def test_to_event_wrapper_keeps_psi0(device):
+    """A batch of semi-implicit distributions reinterpreted as one event (.to_event) passes
+    the sampled tensor through, so the guide-side estimate still finds psi0."""
+    base = SemiImplicit(ExplicitMixing(dist.Normal(torch.zeros(4, device=device), 1.0)), lambda p: dist.Normal(p, 0.5), (), batch_shape=(4,), num_mixing=3)
+    q = base.to_event(1)
+    z = q.rsample((2,))
+    with semi_implicit_role("guide"):
+        lp = q.log_prob(z)
+        with pytest.raises(SemiImplicitCacheMiss):
+            q.log_prob(z.clone())
+    assert lp.shape == (2,) and torch.isfinite(lp).all()
+
+
 def test_support_and_validation(device):
     q, _ = case("student_t_scale").build(device, torch.float32)
     assert q.support.event_dim == 2

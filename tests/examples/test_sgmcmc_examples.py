@@ -1,9 +1,6 @@
 """Smoke runs (--quick) of the SG-MCMC-SA example scripts: they run end to end and write
 their tables and figures where asked."""
 
-import sys
-from pathlib import Path
-
 import pandas as pd
 import pytest
 

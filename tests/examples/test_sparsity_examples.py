@@ -48,13 +48,16 @@ def test_compress_lenet_rejects_unknown_names(tmp_path, monkeypatch):
 
 
 def test_variance_networks_quick(tmp_path, monkeypatch):
-    run_example("variance_networks.py", "--quick", "--arch", "lenet300", "--parameterizations", "layer,zero-mean", "--no-progress", "--results-dir", tmp_path, monkeypatch=monkeypatch)
+    run_example("variance_networks.py", "--quick", "--arch", "lenet300", "--parameterizations", "layer,zero-mean", "--track-every", "1", "--no-progress", "--results-dir", tmp_path, monkeypatch=monkeypatch)
     table = pd.read_csv(tmp_path / "variance_networks.csv")
     measured = table[table.source.str.startswith("measured")]
     assert list(measured.parameterization) == ["layer", "zero-mean"]
     assert (measured.elbo - (measured.data_term - measured.kl)).abs().max() < 1e-6 * measured.elbo.abs().max()
     assert measured.set_index("parameterization").kl["zero-mean"] == 0.0
     assert table.source.str.startswith("published").sum() == 2
+    trajectory = pd.read_csv(tmp_path / "variance_networks_trajectory.csv")
+    assert list(trajectory.parameterization) == ["layer", "zero-mean"] and list(trajectory.epoch) == [1, 1]
+    assert (tmp_path / "variance_networks_trajectory.png").exists()
 
 
 def test_fgsm_robustness_quick(tmp_path, monkeypatch):

@@ -21,11 +21,13 @@ from pyrozoo.inference import ClosedFormKL_ELBO
 from pyrozoo.inference.elbo import _may_have_score_function
 from tests.stats import z_bound
 
-D = 4
-A_VEC = torch.tensor([3.0, -1.5, 2.0, 1.0], dtype=torch.float64)
+D = 3
 Y = 2.5
-MU = torch.tensor([0.2, 1.0, -0.4, 0.5], dtype=torch.float64)
+MU = torch.tensor([0.2, 1.0, -0.4], dtype=torch.float64)
 MU = MU / MU.norm()
+# along the mean: the likelihood depends on x through mu'x, the coordinate whose sampler needs
+# the correction, so the pathwise-only bias (about -65% here) stands far out of the noise
+A_VEC = 3.0 * MU
 
 
 def model():
@@ -48,7 +50,7 @@ def exact_elbo(kappa):
     return expected - kl_divergence(VonMisesFisher(MU, kappa), HypersphericalUniform(D, dtype=torch.float64))
 
 
-def _gradient_estimates(correction, n=800, kappa0=3.0):
+def _gradient_estimates(correction, n=400, kappa0=2.0):
     elbo = ClosedFormKL_ELBO()
     grads = []
     for _ in range(n):
@@ -58,7 +60,7 @@ def _gradient_estimates(correction, n=800, kappa0=3.0):
     return np.array(grads)
 
 
-def _exact_gradient(kappa0=3.0):
+def _exact_gradient(kappa0=2.0):
     kappa = torch.tensor(kappa0, dtype=torch.float64, requires_grad=True)
     (g,) = torch.autograd.grad(exact_elbo(kappa), kappa)
     return float(g)
@@ -73,7 +75,7 @@ def test_concentration_gradient_is_unbiased_with_the_correction():
 def test_concentration_gradient_is_biased_without_the_correction():
     torch.manual_seed(0)
     g = _gradient_estimates(False)
-    assert abs(g.mean() - _exact_gradient()) > 4 * g.std(ddof=1) / math.sqrt(len(g))
+    assert abs(g.mean() - _exact_gradient()) > 5 * g.std(ddof=1) / math.sqrt(len(g))
 
 
 def test_loss_value_is_unchanged_by_the_correction():
@@ -83,7 +85,7 @@ def test_loss_value_is_unchanged_by_the_correction():
     with_correction = elbo.differentiable_loss(model, make_guide(kappa, True))
     torch.manual_seed(3)
     without = elbo.differentiable_loss(model, make_guide(kappa, False))
-    assert float(with_correction) == pytest.approx(float(without), abs=1e-12)
+    assert with_correction.item() == pytest.approx(without.item(), abs=1e-12)
 
 
 def test_only_distributions_with_their_own_score_parts_are_asked():

@@ -273,3 +273,15 @@ def test_run_argument_errors():
         sampler.run(data, epochs=1, thin=0)
     with pytest.raises(ValueError, match="NaN"):
         sampler.run((problem.x, torch.full((40, 1), math.nan, dtype=torch.float64)), epochs=1)
+
+
+def test_values_are_snapshots_not_views_of_the_chain():
+    """The sampler updates its tensors in place; values() must not alias them."""
+    model = replicated_gaussian(torch.zeros(2), torch.eye(2), 3)
+    sampler = SGLD(model, lr=1e-2)
+    sampler.step()
+    before = sampler.values()["z"]
+    kept = before.clone()
+    sampler.step()
+    assert torch.equal(before, kept)
+    assert not torch.equal(sampler.values()["z"], kept)

@@ -1,0 +1,99 @@
+"""Histograms of RDP's per-unit pruning statistic with the thresholds (Oh et al. 2020, Fig. 7).
+
+For every double-grouped layer of a radial-directional LeNet, the log posterior mode of the
+local radius of each row (output unit / channel, top) and column (input unit / channel,
+bottom), with the pruning threshold as a red dotted line and the kept fraction in the title.
+
+The statistics come from a JSON written by the ``rdp`` compression method
+(``examples/compress_lenet.py --method rdp --extra '{"statistics_out": "<file>"}'``), so the
+figure belongs to that run; without ``--statistics`` this script trains one itself (``--epochs``,
+``--arch``; ``--quick`` for a smoke run on a subset).
+
+    python examples/rdp_pruning_histogram.py --statistics docs/results/rdp_lenet5_pruning_statistics.json
+    python examples/rdp_pruning_histogram.py --quick --results-dir /tmp/out
+"""
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from pyrozoo.cli import add_common_arguments, device_from_args  # noqa: E402
+from pyrozoo.reporting import save_figure  # noqa: E402
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--statistics", type=Path, default=None, help="JSON written by the rdp compression method's statistics_out")
+    parser.add_argument("--arch", default="lenet5", help="architecture when training here (lenet5 or lenet300)")
+    parser.add_argument("--epochs", type=int, default=None, help="training epochs when training here")
+    parser.add_argument("--stem", default=None, help="file stem of the figure (default: rdp_<arch>_pruning_histogram)")
+    add_common_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def train_and_collect(args, path: Path) -> dict:
+    """Runs the registered ``rdp`` compression method once, writing its statistics to ``path``."""
+    from pyrozoo.data import load_mnist
+    from pyrozoo.experiments.lenet import CompressionConfig, available_methods
+    from pyrozoo.utils import set_seed
+
+    set_seed(args.seed)
+    train = load_mnist("mnist", train=True, data_dir=args.data_dir)
+    test = load_mnist("mnist", train=False, data_dir=args.data_dir)
+    extra = {"statistics_out": str(path)}
+    if args.quick:
+        train, test = (train[0][:1000], train[1][:1000]), (test[0][:500], test[1][:500])
+        extra["predictive_samples"] = 0
+    config = CompressionConfig(arch=args.arch, epochs=args.epochs, device=device_from_args(args), seed=args.seed, quick=args.quick, progress=not args.no_progress, extra=extra)
+    available_methods()["rdp"].run(train, test, config)
+    return json.loads(path.read_text())
+
+
+def plot(record: dict):
+    """The figure: one column per layer, rows of the layer on top, columns below."""
+    groupings = record["groupings"]
+    layers = list(dict.fromkeys(key.rsplit(".", 1)[0] for key in groupings))
+    fig, axes = plt.subplots(2, len(layers), figsize=(3.2 * len(layers), 5.2), squeeze=False)
+    for j, layer in enumerate(layers):
+        for i, kind in enumerate(("row", "column")):
+            ax = axes[i, j]
+            entry = groupings.get(f"{layer}.{kind}")
+            if entry is None:
+                ax.axis("off")
+                continue
+            values = np.asarray(entry["values"], dtype=float)
+            threshold = entry["threshold"]
+            ax.hist(values, bins=min(60, max(10, values.size // 4)), color="0.35")
+            if threshold is not None and math.isfinite(threshold):
+                ax.axvline(threshold, color="red", linestyle=":", linewidth=1.5)
+            ax.set_title(f"{layer} {kind}s: {entry['kept']}/{values.size} kept", fontsize=9)
+            ax.set_xlabel("log mode of the local radius", fontsize=8)
+            if j == 0:
+                ax.set_ylabel("number of " + kind + "s", fontsize=8)
+            ax.tick_params(labelsize=7)
+    fig.suptitle(f"RDP pruning statistic, {record.get('arch', '')} (test error {record.get('test_error', float('nan')):.2f}%, architecture {record.get('pruned_architecture', '?')})", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    stem = args.stem or f"rdp_{args.arch}_pruning_histogram"
+    if args.statistics is not None:
+        record = json.loads(Path(args.statistics).read_text())
+    else:
+        record = train_and_collect(args, Path(args.results_dir) / f"{stem}_statistics.json")
+    path = save_figure(plot(record), stem, args.results_dir)
+    print(f"wrote {path}")
+    return path
+
+
+if __name__ == "__main__":
+    main()
