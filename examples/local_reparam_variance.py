@@ -55,6 +55,13 @@ PUBLISHED = {
 }
 
 
+MEASUREMENT_COLUMNS = ["estimator", "epoch", "var_top", "var_bottom", "seconds_per_estimate"]
+
+
+def _checkpoint_epoch(path):
+    return torch.load(path, map_location="cpu", weights_only=False)["epoch"]
+
+
 def gradient_variances(model, guide, x, y, batch_size, repeats, seed):
     """``{estimator: (var_top, var_bottom, seconds per estimate)}``."""
     objective = ClosedFormKL_ELBO()
@@ -105,16 +112,27 @@ def main(argv=None):
     pyro.set_rng_seed(args.seed)
     model = BayesianNeuralNetwork(MLP(784, hidden, 10).to(device), NormalPrior(1.0), Categorical(len(x)))
     guide = MeanFieldNormalGuide(model, init_scale=args.init_scale)
-    rows = []
     checkpoint = args.checkpoint or Path(tempfile.mkdtemp()) / "local_reparam_variance.ckpt"
+    # measurements live beside the checkpoint, so a resumed run keeps those of earlier epochs
+    measured_path = checkpoint.with_name(checkpoint.name + ".variances.csv")
+    measured = pd.read_csv(measured_path) if measured_path.exists() else pd.DataFrame(columns=MEASUREMENT_COLUMNS)
     for epoch in checkpoints:
+        if epoch in set(measured.epoch):
+            continue
+        if checkpoint.exists() and _checkpoint_epoch(checkpoint) > epoch:
+            raise SystemExit(
+                f"{checkpoint} is past epoch {epoch} but holds no measurement for it ({measured_path}); "
+                "start from a fresh --checkpoint"
+            )
         # each call resumes from the checkpoint of the previous one (same optimizer state)
         fit(model, guide, (x, y), epochs=epoch, batch_size=args.batch_size, lr=args.lr, estimator="local",
             seed=args.seed, progress=not args.no_progress, checkpoint=checkpoint)
         variances = gradient_variances(model, guide, x, y, args.batch_size, args.repeats, args.seed + epoch)
-        for estimator, (var_top, var_bottom, seconds) in variances.items():
-            rows.append({"estimator": estimator, "epoch": epoch, "var_top": var_top, "var_bottom": var_bottom, "seconds_per_estimate": seconds})
-    long = pd.DataFrame(rows)
+        rows = [{"estimator": estimator, "epoch": epoch, "var_top": var_top, "var_bottom": var_bottom, "seconds_per_estimate": seconds}
+                for estimator, (var_top, var_bottom, seconds) in variances.items()]
+        measured = pd.concat([measured, pd.DataFrame(rows)], ignore_index=True)
+        measured.to_csv(measured_path, index=False)
+    long = measured[measured.epoch.isin(checkpoints)]
     table = long.pivot(index="estimator", columns="epoch", values=["var_top", "var_bottom"])
     table.columns = [f"{'top' if a == 'var_top' else 'bottom'} layer, epoch {e}" for a, e in table.columns]
     table["seconds per estimate"] = long.groupby("estimator").seconds_per_estimate.mean()

@@ -6,6 +6,7 @@ from pathlib import Path
 import torch
 
 from pyrozoo.reporting import DEFAULT_RESULTS_DIR
+from pyrozoo.utils import parse_int_ranges
 
 
 def add_common_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -21,14 +22,7 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
 
 def parse_seeds(spec: str):
     """``"0-4"`` or ``"0,2,7"`` -> list of ints."""
-    out = []
-    for part in str(spec).split(","):
-        part = part.strip()
-        if "-" in part:
-            a, b = part.split("-", 1)
-            out.extend(range(int(a), int(b) + 1))
-        elif part:
-            out.append(int(part))
+    out = parse_int_ranges(spec)
     if not out:
         raise argparse.ArgumentTypeError(f"no seeds in {spec!r}")
     return out

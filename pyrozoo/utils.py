@@ -1,6 +1,6 @@
-"""Devices and seeds."""
+"""Devices, seeds and command-line integer ranges."""
 
-from typing import Optional, Union
+from typing import List, Optional, Union
 
 import pyro
 import torch
@@ -29,3 +29,16 @@ def set_seed(seed: int) -> None:
     if not isinstance(seed, int):
         raise TypeError(f"seed must be an int, got {type(seed).__name__}")
     pyro.set_rng_seed(seed)
+
+
+def parse_int_ranges(spec: str) -> List[int]:
+    """``"0-4"`` or ``"0,3,5-7"`` -> ``[0, 1, 2, 3, 4]`` / ``[0, 3, 5, 6, 7]`` (command-line seeds, splits)."""
+    out = []
+    for part in str(spec).split(","):
+        part = part.strip()
+        if "-" in part:
+            a, b = part.split("-", 1)
+            out.extend(range(int(a), int(b) + 1))
+        elif part:
+            out.append(int(part))
+    return out

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from pyrozoo.data.paths import resolve_data_dir
+from pyrozoo.utils import parse_int_ranges
 
 UCI_DATASETS = (
     "bostonHousing",
@@ -175,14 +176,7 @@ def parse_splits(spec: str, n_splits: int) -> List[int]:
     """``"0-19"``, ``"0,3,5"``, ``"all"`` -> split indices (checked against ``n_splits``)."""
     if spec == "all":
         return list(range(n_splits))
-    out = []
-    for part in spec.split(","):
-        part = part.strip()
-        if "-" in part:
-            a, b = part.split("-", 1)
-            out.extend(range(int(a), int(b) + 1))
-        elif part:
-            out.append(int(part))
+    out = parse_int_ranges(spec)
     bad = [k for k in out if not 0 <= k < n_splits]
     if bad:
         raise ValueError(f"splits {bad} out of range 0..{n_splits - 1}")
