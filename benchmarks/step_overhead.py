@@ -10,6 +10,7 @@ Pyro recipe (``AutoNormal`` + ``Trace_ELBO`` + ``pyro.optim.Adam`` through ``SVI
 
     python benchmarks/step_overhead.py                  # LeNet-300-100, batch 100
     python benchmarks/step_overhead.py --cases mfvi-lrt --rounds 30
+    python benchmarks/step_overhead.py --arch lenet5 --cases sparse-vd-lrt
 """
 
 import argparse
@@ -26,8 +27,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from timing import interleaved_medians  # noqa: E402
 
 from pyrozoo.guides import MeanFieldNormalGuide  # noqa: E402
-from pyrozoo.inference import ClosedFormKL_ELBO, default_optimizer, training_step  # noqa: E402
+from pyrozoo.guides.bayesian_compression import BayesianCompressionGuide  # noqa: E402
+from pyrozoo.guides.variational_dropout import SparseVariationalDropoutGuide  # noqa: E402
+from pyrozoo.inference import ClosedFormKL_ELBO, collect_parameters, default_optimizer, training_step  # noqa: E402
 from pyrozoo.models import BayesianNeuralNetwork, Categorical, LeNet5, LeNet300100, NormalPrior  # noqa: E402
+from pyrozoo.models.compression_priors import GroupHorseshoePrior, GroupNormalJeffreysPrior  # noqa: E402
+from pyrozoo.models.dropout_priors import LogUniformPrior  # noqa: E402
 from pyrozoo.reporting import to_markdown  # noqa: E402
 
 ARCHS = {"lenet300": (LeNet300100, (784,)), "lenet5": (LeNet5, (1, 28, 28))}
@@ -46,14 +51,16 @@ def deterministic_step(arch, x, y, fused=True) -> Callable[[], None]:
     return step
 
 
-def pyrozoo_step(arch, x, y, estimator) -> Callable[[], None]:
-    model = BayesianNeuralNetwork(ARCHS[arch][0]().to(x.device), NormalPrior(1.0), Categorical(NUM_TRAIN))
-    guide = MeanFieldNormalGuide(model, init_scale=1e-3)
-    guide(x, y)
+def pyrozoo_step(arch, x, y, estimator, prior=lambda: NormalPrior(1.0), guide=lambda m: MeanFieldNormalGuide(m, init_scale=1e-3)) -> Callable[[], None]:
+    """The step of ``fit`` for ``prior`` (factory) and ``guide`` (factory of the model), over
+    the parameters ``fit`` optimises (the guide's and the model's point estimates)."""
+    model = BayesianNeuralNetwork(ARCHS[arch][0]().to(x.device), prior(), Categorical(NUM_TRAIN))
+    q = guide(model)
+    q(x, y)
     objective = ClosedFormKL_ELBO()
-    params = [p for p in guide.parameters()]
+    params = collect_parameters(model, q, objective, (x, y))
     opt = default_optimizer(params, 1e-3)
-    return lambda: training_step(model, guide, objective, opt, (x, y), estimator=estimator)
+    return lambda: training_step(model, q, objective, opt, (x, y), estimator=estimator, params=params)
 
 
 def stock_pyro_step(arch, x, y) -> Callable[[], None]:
@@ -84,7 +91,10 @@ CASES: Dict[str, tuple] = {
     "mfvi-lrt": ("pyrozoo mean-field VI, local reparameterization", lambda a, x, y: pyrozoo_step(a, x, y, "local")),
     "mfvi-flipout": ("pyrozoo mean-field VI, flipout", lambda a, x, y: pyrozoo_step(a, x, y, "flipout")),
     "stock-pyro": ("Pyro AutoNormal + Trace_ELBO + pyro.optim.Adam via SVI", stock_pyro_step),
-    "sparse-vd-lrt": ("Sparse VD (log-uniform prior, additive guide), local reparameterization", lambda a, x, y: __import__("sparse_vd_step").sparse_vd_step(a, x, y)),
+    # the step of pyrozoo/experiments/compress_sparse_vd.py (biases are point estimates)
+    "sparse-vd-lrt": ("Sparse VD (log-uniform prior, additive guide), local reparameterization", lambda a, x, y: pyrozoo_step(a, x, y, "local", LogUniformPrior, SparseVariationalDropoutGuide)),
+    "bc-gnj-lrt": ("Bayesian compression, group normal-Jeffreys, local reparameterization", lambda a, x, y: pyrozoo_step(a, x, y, "local", GroupNormalJeffreysPrior, BayesianCompressionGuide)),
+    "bc-ghs-lrt": ("Bayesian compression, group horseshoe, local reparameterization", lambda a, x, y: pyrozoo_step(a, x, y, "local", GroupHorseshoePrior, BayesianCompressionGuide)),
 }
 
 

@@ -19,10 +19,13 @@ N(0, 1) prior with :func:`pyrozoo.inference.fit` and a Delta guide (MAP). ``--fg
 accuracy under one-step FGSM attacks of strength 0, 0.1, ..., 0.5 against the model's own
 (posterior-averaged) predictive (Fig. 2).
 
-Every run checkpoints each epoch under ``--run-dir`` and resumes from it.
+Every run checkpoints each epoch under ``--run-dir`` and resumes from it. A sampler run with
+``--burn-in-epochs`` (burn-in in epochs rather than a fraction of the run) can be extended
+later: a larger ``--epochs`` continues the same chain and online average, and adds a row.
 
     python examples/classify_cnn.py --method sghmc-sa --dataset mnist --epochs 100
     python examples/classify_cnn.py --method adam,dropout,sghmc,sghmc-sa --dataset fashion --fgsm
+    python examples/classify_cnn.py --method sghmc,sghmc-sa --dataset mnist --epochs 20 --burn-in-epochs 10
     python examples/classify_cnn.py --quick
 """
 
@@ -111,6 +114,23 @@ def sampler_model(x, args, device):
     return model, prior
 
 
+def burn_in_steps(args, steps_per_epoch):
+    """Iterations before averaging starts: ``--burn-in-epochs`` epochs, else the fraction
+    ``--burn-in`` of the run."""
+    if args.burn_in_epochs is not None:
+        return args.burn_in_epochs * steps_per_epoch
+    return int(args.burn_in * args.epochs * steps_per_epoch)
+
+
+def run_dir_name(method, args):
+    """A sampler run with an absolute burn-in does not depend on ``--epochs`` up to the
+    epochs it has run, so its directory leaves the epoch count out: a longer ``--epochs``
+    resumes the chain (and its online average) from the last checkpoint."""
+    if method in ("sghmc", "sghmc-sa") and args.burn_in_epochs is not None:
+        return f"{args.dataset}-{method}-seed{args.seed}-burnin{args.burn_in_epochs}ep-thin{args.thin}"
+    return f"{args.dataset}-{method}-seed{args.seed}-epochs{args.epochs}"
+
+
 def run_sampler(method, data, args, device, run_dir):
     x, y, x_test, y_test = data
     model, prior = sampler_model(x, args, device)
@@ -125,22 +145,25 @@ def run_sampler(method, data, args, device, run_dir):
         average.update(chunked_probs(lambda inputs: model_output(model, values, inputs).softmax(-1), x_test), weight)
 
     steps_per_epoch = math.ceil(len(x) / args.batch_size)
-    history = sampler.run((x, y), epochs=args.epochs, batch_size=args.batch_size, burn_in=int(args.burn_in * args.epochs * steps_per_epoch),
+    burn_in = burn_in_steps(args, steps_per_epoch)
+    history = sampler.run((x, y), epochs=args.epochs, batch_size=args.batch_size, burn_in=burn_in,
                           thin=args.thin, sink=sink, on_sample=on_sample, stateful=[average], seed=args.seed, device=device,
                           checkpoint=run_dir / "checkpoint.pt", progress=not args.no_progress)
     history.to_csv(run_dir / "history.csv", index=False)
     if average.count == 0:
+        if args.burn_in_epochs is not None:
+            return None, None  # the first legs of a longer run: the chain is checkpointed, nothing averaged yet
         raise RuntimeError("no sample was averaged: lower --thin or --burn-in, or run more epochs")
     samples = sink.load()
     draws = [{n: v[i].to(device) for n, v in samples.items()} for i in range(len(sink))]
-    burn_in = int(args.burn_in * args.epochs * steps_per_epoch)
     weights = [sampler.lr(burn_in + args.thin * (i + 1)) for i in range(len(draws))]  # as in the online average
 
     def probs_fn(inputs):
         total = sum(w * model.net_output(values, inputs).softmax(-1) for w, values in zip(weights, draws))
         return total / sum(weights)
 
-    return {**scores(average.value, y_test), "samples": average.count}, probs_fn
+    # over every leg of a run that was resumed or extended
+    return {**scores(average.value, y_test), "samples": average.count, "train_seconds": float(history.seconds.sum())}, probs_fn
 
 
 def plot_fgsm(table, results_dir, stem):
@@ -173,6 +196,9 @@ def parse_args(argv=None):
     parser.add_argument("--tau", type=float, default=None, help="inverse temperature (default: 1000 MNIST, 2500 Fashion-MNIST)")
     parser.add_argument("--thin", type=int, default=500, help="iterations between averaged samples (the paper: 500)")
     parser.add_argument("--burn-in", type=float, default=0.3, help="fraction of the iterations before averaging starts")
+    parser.add_argument("--burn-in-epochs", type=int, default=None,
+                        help="epochs before averaging starts (overrides --burn-in); such a run can be run in legs and extended by a larger "
+                             "--epochs (a leg that ends before the first averaged sample writes no row)")
     parser.add_argument("--v0", type=float, default=1.0)
     parser.add_argument("--v1", type=float, default=0.1)
     parser.add_argument("--prior-scale", type=float, default=1.0, help="sd of the Gaussian prior of the non-sparse parameters")
@@ -188,6 +214,8 @@ def parse_args(argv=None):
         parser.error(f"unknown method(s) {bad}; choose from {', '.join(METHODS)}")
     if args.epochs < 1 or args.batch_size < 1 or args.thin < 1 or not 0 <= args.burn_in < 1:
         parser.error("need --epochs, --batch-size, --thin >= 1 and 0 <= --burn-in < 1")
+    if args.burn_in_epochs is not None and args.burn_in_epochs < 0:
+        parser.error("--burn-in-epochs must be >= 0")
     for name in ("lr", "adam_lr", "v0", "v1", "prior_scale"):
         if not getattr(args, name) > 0:
             parser.error(f"--{name.replace('_', '-')} must be positive")
@@ -215,15 +243,20 @@ def main(argv=None):
             print(f"{method} on {args.dataset} (seed {args.seed}, {args.epochs} epochs) is already in {out}; skipped")
             continue
         data = data or load(args.dataset, args.data_dir, args.quick, device)
-        run_dir = args.run_dir / f"{args.dataset}-{method}-seed{args.seed}-epochs{args.epochs}" / ("quick" if args.quick else "full")
+        run_dir = args.run_dir / run_dir_name(method, args) / ("quick" if args.quick else "full")
         run_dir.mkdir(parents=True, exist_ok=True)
         set_seed(args.seed)
         pyro.clear_param_store()
         t0 = time.perf_counter()
         runner = run_point_estimate if method in ("adam", "dropout") else run_sampler
         result, probs_fn = runner(method, data, args, device, run_dir)
-        sampler_settings = {"thin": args.thin, "burn_in": args.burn_in} if method in ("sghmc", "sghmc-sa") else {"thin": math.nan, "burn_in": math.nan}
-        row = {"method": method, "dataset": args.dataset, "seed": args.seed, "epochs": args.epochs, **sampler_settings, **result, "train_seconds": time.perf_counter() - t0}
+        if result is None:
+            print(f"{method} on {args.dataset}: {args.epochs} epochs run, no sample averaged yet (burn-in {args.burn_in_epochs} epochs, "
+                  f"thinning {args.thin} iterations); the chain is checkpointed in {run_dir}: run again with a larger --epochs", flush=True)
+            continue
+        burn_in = args.burn_in_epochs / args.epochs if args.burn_in_epochs is not None else args.burn_in
+        sampler_settings = {"thin": args.thin, "burn_in": burn_in} if method in ("sghmc", "sghmc-sa") else {"thin": math.nan, "burn_in": math.nan}
+        row = {"method": method, "dataset": args.dataset, "seed": args.seed, "epochs": args.epochs, **sampler_settings, "train_seconds": time.perf_counter() - t0, **result}
         print(f"{method:9s} {args.dataset:8s} accuracy {row['accuracy']:.2f}%  test_ll {row['test_ll']:.4f}  ({row['samples']} sample(s), {row['train_seconds']:.0f} s)", flush=True)
         rows.append(row)
         pd.DataFrame(rows, columns=COLUMNS).to_csv(out, index=False)
@@ -234,6 +267,8 @@ def main(argv=None):
             fgsm_rows.extend({"method": method, "dataset": args.dataset, "seed": args.seed, **r} for r in curve.to_dict("records"))
             pd.DataFrame(fgsm_rows).to_csv(fgsm_path, index=False)
 
+    if not rows:
+        return 0
     results = pd.DataFrame(rows, columns=COLUMNS)
     results["published_accuracy"] = [PUBLISHED.get((m, d), math.nan) for m, d in zip(results.method, results.dataset)]
     notes = (
@@ -241,7 +276,8 @@ def main(argv=None):
         "samplers: the step-size-weighted posterior average over `samples` thinned samples). `published_accuracy` is "
         "Deng et al. (2019), Table 2 (published; Vanilla = adam, Dropout = dropout; thinning 500 iterations; their epoch "
         "count is not stated). `epochs`, `thin` (iterations between averaged samples) and `burn_in` (fraction of the "
-        "iterations before averaging starts) give each run's length here."
+        "iterations before averaging starts) give each run's length here; the paper's other settings (batch 1000, lr 5e-7, "
+        "omega_k = (k + 1000)^(-3/4), tau = 1000 / 2500) are this script's defaults. `train_seconds` covers every leg of a run."
     )
     save_table(results, stem, args.results_dir, title="2-Conv-2-FC CNN without augmentation (Deng et al. 2019, Table 2)", notes=notes)
     print()

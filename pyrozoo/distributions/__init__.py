@@ -6,23 +6,49 @@ Importing this package registers every KL in :mod:`pyrozoo.distributions.kl` wit
 
 from pyrozoo.distributions.log_scale_normal import LogScaleNormal
 from pyrozoo.distributions.scale_mixture import ScaleMixtureNormal
-from pyrozoo.distributions import kl  # noqa: F401  (registers KLs)
+from pyrozoo.distributions.elastic_net import ElasticNet
+from pyrozoo.distributions.ssgl_expectation import SSGLExpectedLogDensity
+from pyrozoo.distributions.linear_autoregressive_normal import LinearAutoregressiveNormal
+from pyrozoo.distributions.mixing import ExplicitMixing, FiniteMixing, ImplicitMixing, Mixing
+from pyrozoo.distributions.semi_implicit import (
+    SemiImplicit,
+    SemiImplicitCacheMiss,
+    semi_implicit_role,
+    semi_implicit_samples,
+)
+from pyrozoo.distributions.von_mises_fisher import HypersphericalUniform, VonMisesFisher
+from pyrozoo.distributions.special import (
+    bessel_iv_ratio,
+    bessel_iv_ratio_bounds,
+    log_bessel_iv,
+    log_bessel_iv_div_pow,
+)
+from pyrozoo.distributions.ard import ARDNormal
+from pyrozoo.distributions.dropout_normal import DropoutNormal
+from pyrozoo.distributions.log_uniform import LogUniformImproper
+from pyrozoo.distributions import kl  # noqa: F401  (registers the KLs)
 
-__all__ = ["LogScaleNormal", "ScaleMixtureNormal"]
-from pyrozoo.distributions.elastic_net import ElasticNet  # noqa: E402
-from pyrozoo.distributions.ssgl_expectation import SSGLExpectedLogDensity  # noqa: E402
-
-__all__ += ["ElasticNet", "SSGLExpectedLogDensity"]
-from pyrozoo.distributions.linear_autoregressive_normal import LinearAutoregressiveNormal  # noqa: E402
-from pyrozoo.distributions.mixing import ExplicitMixing, FiniteMixing, ImplicitMixing, Mixing  # noqa: E402
-from pyrozoo.distributions.semi_implicit import SemiImplicit, SemiImplicitCacheMiss, semi_implicit_role, semi_implicit_samples  # noqa: E402
-
-__all__ += ["SemiImplicit", "SemiImplicitCacheMiss", "semi_implicit_samples", "semi_implicit_role", "Mixing", "ImplicitMixing", "ExplicitMixing", "FiniteMixing", "LinearAutoregressiveNormal"]
-from pyrozoo.distributions.von_mises_fisher import HypersphericalUniform, VonMisesFisher  # noqa: E402
-
-__all__ += ["VonMisesFisher", "HypersphericalUniform"]
-from pyrozoo.distributions.ard import ARDNormal  # noqa: E402
-from pyrozoo.distributions.dropout_normal import DropoutNormal  # noqa: E402
-from pyrozoo.distributions.log_uniform import LogUniformImproper  # noqa: E402
-
-__all__ += ["LogUniformImproper", "ARDNormal", "DropoutNormal"]
+__all__ = [
+    "LogScaleNormal",
+    "ScaleMixtureNormal",
+    "ElasticNet",
+    "SSGLExpectedLogDensity",
+    "SemiImplicit",
+    "SemiImplicitCacheMiss",
+    "semi_implicit_samples",
+    "semi_implicit_role",
+    "Mixing",
+    "ImplicitMixing",
+    "ExplicitMixing",
+    "FiniteMixing",
+    "LinearAutoregressiveNormal",
+    "VonMisesFisher",
+    "HypersphericalUniform",
+    "log_bessel_iv",
+    "log_bessel_iv_div_pow",
+    "bessel_iv_ratio",
+    "bessel_iv_ratio_bounds",
+    "LogUniformImproper",
+    "ARDNormal",
+    "DropoutNormal",
+]

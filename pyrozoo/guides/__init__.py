@@ -4,15 +4,20 @@
 from pyrozoo.guides.base import SitewiseGuide, init_to_network, normal_on_support
 from pyrozoo.guides.delta import DeltaGuide
 from pyrozoo.guides.mean_field import MeanFieldNormalGuide
+from pyrozoo.guides.semi_implicit import SemiImplicitGuide
+from pyrozoo.guides.bayesian_compression import BayesianCompressionGuide
+from pyrozoo.guides.variational_dropout import SparseVariationalDropoutGuide, VariationalDropoutGuide
+from pyrozoo.guides.radial_directional import RadialDirectionalGuide
 
-__all__ = ["SitewiseGuide", "MeanFieldNormalGuide", "DeltaGuide", "init_to_network", "normal_on_support"]
-from pyrozoo.guides.semi_implicit import SemiImplicitGuide  # noqa: E402
-
-__all__ += ["SemiImplicitGuide"]
-from pyrozoo.guides.bayesian_compression import BayesianCompressionGuide  # noqa: E402
-from pyrozoo.guides.variational_dropout import SparseVariationalDropoutGuide, VariationalDropoutGuide  # noqa: E402
-
-__all__ += ["VariationalDropoutGuide", "SparseVariationalDropoutGuide", "BayesianCompressionGuide"]
-from pyrozoo.guides.radial_directional import RadialDirectionalGuide  # noqa: E402
-
-__all__ += ["RadialDirectionalGuide"]
+__all__ = [
+    "SitewiseGuide",
+    "MeanFieldNormalGuide",
+    "DeltaGuide",
+    "init_to_network",
+    "normal_on_support",
+    "SemiImplicitGuide",
+    "VariationalDropoutGuide",
+    "SparseVariationalDropoutGuide",
+    "BayesianCompressionGuide",
+    "RadialDirectionalGuide",
+]

@@ -13,6 +13,20 @@ from pyrozoo.models.priors import (
     ScaleMixturePrior,
 )
 from pyrozoo.models.selection import ParameterSelector
+from pyrozoo.models.vae import (
+    VAE,
+    AggregatedPosteriorPrior,
+    AmortizedNormalGuide,
+    GaussianEncoder,
+    StandardNormalLatentPrior,
+    VampPrior,
+)
+from pyrozoo.models.architectures import ResNet20, TwoConvTwoFCNet
+from pyrozoo.models.spike_and_slab import SpikeAndSlabPrior, SSGLState
+from pyrozoo.models.normal_gamma_prior import NormalGammaPrior
+from pyrozoo.models.compression_priors import GroupHorseshoePrior, GroupNormalJeffreysPrior, GroupScalePrior
+from pyrozoo.models.dropout_priors import ARDPrior, LogUniformPrior
+from pyrozoo.models.radial_directional import RadialDirectionalPrior
 
 __all__ = [
     "BayesianNeuralNetwork",
@@ -30,21 +44,21 @@ __all__ = [
     "MLP",
     "LeNet300100",
     "LeNet5",
+    "VAE",
+    "GaussianEncoder",
+    "AmortizedNormalGuide",
+    "StandardNormalLatentPrior",
+    "VampPrior",
+    "AggregatedPosteriorPrior",
+    "TwoConvTwoFCNet",
+    "ResNet20",
+    "SpikeAndSlabPrior",
+    "SSGLState",
+    "NormalGammaPrior",
+    "LogUniformPrior",
+    "ARDPrior",
+    "GroupScalePrior",
+    "GroupNormalJeffreysPrior",
+    "GroupHorseshoePrior",
+    "RadialDirectionalPrior",
 ]
-from pyrozoo.models.vae import VAE, AggregatedPosteriorPrior, AmortizedNormalGuide, GaussianEncoder, StandardNormalLatentPrior, VampPrior  # noqa: E402
-
-__all__ += ["VAE", "GaussianEncoder", "AmortizedNormalGuide", "StandardNormalLatentPrior", "VampPrior", "AggregatedPosteriorPrior"]
-from pyrozoo.models.architectures import ResNet20, TwoConvTwoFCNet  # noqa: E402
-from pyrozoo.models.spike_and_slab import SpikeAndSlabPrior, SSGLState  # noqa: E402
-
-__all__ += ["TwoConvTwoFCNet", "ResNet20", "SpikeAndSlabPrior", "SSGLState"]
-from pyrozoo.models.normal_gamma_prior import NormalGammaPrior  # noqa: E402
-
-__all__ += ["NormalGammaPrior"]
-from pyrozoo.models.compression_priors import GroupHorseshoePrior, GroupNormalJeffreysPrior, GroupScalePrior  # noqa: E402
-from pyrozoo.models.dropout_priors import ARDPrior, LogUniformPrior  # noqa: E402
-
-__all__ += ["LogUniformPrior", "ARDPrior", "GroupScalePrior", "GroupNormalJeffreysPrior", "GroupHorseshoePrior"]
-from pyrozoo.models.radial_directional import RadialDirectionalPrior  # noqa: E402
-
-__all__ += ["RadialDirectionalPrior"]

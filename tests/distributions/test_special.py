@@ -194,3 +194,30 @@ def test_other_bad_input_raises():
         bessel_iv_ratio(2.0, 1.0, method="scipy")
     with pytest.raises(TypeError, match="real numbers"):
         log_bessel_iv(torch.tensor(1.0), torch.tensor(1.0 + 1.0j))
+
+
+@pytest.mark.slow
+def test_random_grid_matches_live_mpmath():
+    """Beyond the committed fixture: log I and the ratio at random (d, kappa), log-uniform over
+    d in [2, 1e5] (real d, so orders off the fixture's) and kappa in [1e-4, 1e6], against
+    mpmath evaluated now, in float64 (the issue's tolerances) and float32 (finite, rounded)."""
+    pytest.importorskip("mpmath")
+    from tests.distributions.generate_bessel_references import log_iv
+
+    g = torch.Generator().manual_seed(2024)
+    n = 120
+    d = torch.exp(torch.empty(n, dtype=torch.float64).uniform_(math.log(2.0), math.log(1e5), generator=g))
+    kappa = torch.exp(torch.empty(n, dtype=torch.float64).uniform_(math.log(1e-4), math.log(1e6), generator=g))
+    d[d < 3] = 2.0  # orders in (0, 1/2) would need mpmath.besseli, slow at large kappa; d = 2 (order 0) there
+    ref_a = torch.tensor([float(log_iv(float(di) / 2 - 1, float(ki))) for di, ki in zip(d, kappa)], dtype=torch.float64)
+    ref_b = torch.tensor([float(log_iv(float(di) / 2, float(ki))) for di, ki in zip(d, kappa)], dtype=torch.float64)
+    relative, _ = _errors(log_bessel_iv(d / 2 - 1, kappa), ref_a)
+    assert relative.max() <= 1e-6
+    relative, _ = _errors(log_bessel_iv(d / 2, kappa), ref_b)
+    assert relative.max() <= 1e-6
+    relative, _ = _errors(bessel_iv_ratio(d / 2, kappa), torch.exp(ref_b - ref_a))
+    assert relative.max() <= 1e-5
+    k32 = kappa.float().requires_grad_()
+    log_iv32, ratio32 = log_bessel_iv(d.float() / 2 - 1, k32), bessel_iv_ratio(d.float() / 2, k32)
+    (grad,) = torch.autograd.grad((log_iv32 + ratio32).sum(), k32)
+    assert all(bool(torch.isfinite(t).all()) for t in (log_iv32, ratio32, grad))

@@ -1,24 +1,10 @@
 """Smoke runs (--quick) of the foundation's example scripts: they run end to end on the
 real data and write their tables where asked."""
 
-import runpy
-import sys
-from pathlib import Path
-
 import pandas as pd
 import pytest
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-
-
-def run_example(script, *args, monkeypatch):
-    """Runs ``examples/<script>`` as ``__main__`` with ``args``; a zero exit status is success."""
-    monkeypatch.setattr(sys, "argv", [str(EXAMPLES / script), *map(str, args)])
-    try:
-        runpy.run_path(str(EXAMPLES / script), run_name="__main__")
-    except SystemExit as e:
-        if e.code not in (0, None):
-            raise
+from tests.examples.runner import run_example
 
 
 @pytest.mark.parametrize("method", ["map", "mfvi", "bbb"])

@@ -4,7 +4,7 @@ their tables and figures where asked."""
 import pandas as pd
 import pytest
 
-from tests.examples.test_foundation_examples import run_example
+from tests.examples.runner import run_example
 
 
 def test_sparse_regression_quick(tmp_path, monkeypatch):
@@ -51,3 +51,33 @@ def test_resnet_compression_without_cifar_exits_with_a_clear_message(tmp_path, m
         run_example("resnet_compression.py", "--data-dir", tmp_path, "--results-dir", tmp_path, "--run-dir", tmp_path / "runs", monkeypatch=monkeypatch)
     assert not (tmp_path / "runs").exists()
     assert "cifar-10-python.tar.gz" in str(info.value.code)
+
+
+def test_classify_cnn_runs_with_an_absolute_burn_in_can_be_extended(monkeypatch):
+    """With --burn-in-epochs a sampler run's directory (its checkpoint, streamed samples and
+    online average) does not depend on --epochs, so a larger --epochs resumes that chain."""
+    import sys
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "examples"))
+    sys.modules.pop("classify_cnn", None)
+    import classify_cnn
+
+    def settings(*argv):
+        args = classify_cnn.parse_args(["--method", "sghmc-sa", "--dataset", "fashion", *argv])
+        return classify_cnn.run_dir_name("sghmc-sa", args), classify_cnn.burn_in_steps(args, 60)
+
+    short, longer = settings("--epochs", "10", "--burn-in-epochs", "4"), settings("--epochs", "50", "--burn-in-epochs", "4")
+    assert short[0] == longer[0] and short[1] == longer[1] == 240
+    # a burn-in given as a fraction of the run changes with --epochs, and so does the directory
+    assert settings("--epochs", "10")[0] != settings("--epochs", "50")[0]
+    assert settings("--epochs", "10")[1] == 180
+    with pytest.raises(SystemExit):
+        classify_cnn.parse_args(["--epochs", "5", "--burn-in-epochs", "-1"])
+
+
+def test_classify_cnn_leg_before_burn_in_checkpoints_without_a_row(tmp_path, monkeypatch, capsys):
+    run_example("classify_cnn.py", "--quick", "--method", "sghmc", "--burn-in-epochs", "5", "--no-progress", "--results-dir", tmp_path, "--run-dir", tmp_path / "runs", monkeypatch=monkeypatch)
+    assert "run again with a larger --epochs" in capsys.readouterr().out
+    assert not (tmp_path / "classify_cnn_quick.csv").exists()
+    assert list((tmp_path / "runs").glob("mnist-sghmc-seed0-burnin5ep-thin2/quick/checkpoint.pt"))

@@ -2,24 +2,12 @@
 variance_networks.py and fgsm_robustness.py run end to end on MNIST and write their tables."""
 
 import runpy
-import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from pyrozoo.experiments.lenet import CSV_COLUMNS
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-
-
-def run_example(script, *args, monkeypatch):
-    monkeypatch.setattr(sys, "argv", [str(EXAMPLES / script), *map(str, args)])
-    try:
-        runpy.run_path(str(EXAMPLES / script), run_name="__main__")
-    except SystemExit as e:
-        if e.code not in (0, None):
-            raise
+from tests.examples.runner import ROOT, run_example
 
 
 @pytest.mark.parametrize("method,arch", [("sparse-vd", "lenet300"), ("bc-gnj", "lenet5"), ("bc-ghs", "lenet300")])
@@ -66,3 +54,12 @@ def test_fgsm_robustness_quick(tmp_path, monkeypatch):
     assert list(table.epsilon) == [0.0, 0.02, 0.05]
     assert table.shape[1] == 5 and ((table.drop(columns="epsilon") >= 0) & (table.drop(columns="epsilon") <= 1)).all().all()
     assert (tmp_path / "fgsm_robustness.png").exists()
+
+
+def test_step_overhead_benchmark_runs_the_sparsity_cases(monkeypatch):
+    """The benchmark's Sparse VD and Bayesian-compression cases build and time the step of ``fit``."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    namespace = runpy.run_path(str(ROOT / "benchmarks" / "step_overhead.py"), run_name="step_overhead")
+    rows = namespace["main"](["--arch", "lenet300", "--batch-size", "16", "--cases", "sparse-vd-lrt,bc-gnj-lrt,bc-ghs-lrt", "--rounds", "1", "--steps", "1"])
+    assert [r["case"] for r in rows] == ["deterministic", "sparse-vd-lrt", "bc-gnj-lrt", "bc-ghs-lrt"]
+    assert all(r["ms_per_step"] > 0 and r["ratio"] > 0 for r in rows)

@@ -57,7 +57,7 @@ def test_gaussian_target_moments_and_temperature(name, tau, device):
     mean = torch.tensor([1.0, -2.0], dtype=dtype, device=device)
     cov = torch.tensor([[1.0, 0.5], [0.5, 1.0]], dtype=dtype, device=device)
     scale_tril = torch.linalg.cholesky(cov)
-    replicas, burn_in, draws = 4000, 500, 1000
+    replicas, burn_in, draws = 2000, 500, 1000
     init = mean + torch.randn(replicas, 2, dtype=dtype, device=device) @ scale_tril.T
     cls, kwargs = SAMPLERS[name]
     sampler = cls(replicated_gaussian(mean, scale_tril, replicas), inverse_temperature=tau, init_values={"z": init}, **kwargs)
