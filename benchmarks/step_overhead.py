@@ -66,7 +66,7 @@ def pyrozoo_step(arch, x, y, estimator, prior=lambda: NormalPrior(1.0), guide=la
 def stock_pyro_step(arch, x, y) -> Callable[[], None]:
     from pyro.infer import SVI, Trace_ELBO
     from pyro.infer.autoguide import AutoNormal
-    from pyro.nn import PyroModule, PyroSample
+    from pyro.nn import PyroSample
 
     net = ARCHS[arch][0]().to(x.device)
     pyro.nn.module.to_pyro_module_(net)

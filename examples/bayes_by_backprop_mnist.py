@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pandas as pd
 import pyro
-import torch
 
 from pyrozoo.cli import add_common_arguments, device_from_args
 from pyrozoo.compression.graves import pruning_curve

@@ -24,7 +24,7 @@ the Gaussian sites; :func:`pyrozoo.compression.remove_pruned_units` then removes
 units.
 """
 
-from typing import Dict, Optional, Sequence, Tuple, Union
+from typing import Dict, Sequence, Tuple, Union
 
 import torch
 

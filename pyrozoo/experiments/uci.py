@@ -9,13 +9,12 @@ register with :func:`register_uci_method` in a module ``pyrozoo/experiments/uci_
 
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable, Dict, Optional
 
 import pandas as pd
 import torch
 
-from pyrozoo.data import UCIDataset, UCISplit
+from pyrozoo.data import UCISplit
 from pyrozoo.data.paths import resolve_data_dir
 from pyrozoo.reporting import mean_and_stderr
 

@@ -17,7 +17,6 @@ import math
 
 import pyro
 import pyro.distributions as dist
-import torch
 
 from pyrozoo.data import UCISplit
 from pyrozoo.experiments.uci import UCIRunConfig, register_uci_method

@@ -5,7 +5,7 @@ import os
 import time
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Callable, Iterable, Optional, Sequence, Union
+from typing import Callable, Optional, Sequence, Union
 
 import pandas as pd
 import pyro

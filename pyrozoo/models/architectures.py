@@ -2,7 +2,6 @@
 
 from typing import Sequence
 
-import torch
 from torch import nn
 
 

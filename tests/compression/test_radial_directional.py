@@ -1,7 +1,6 @@
 """Structured pruning with radial-directional posteriors: statistic, thresholds, masks, export."""
 
 import numpy as np
-import pyro
 import pytest
 import torch
 from scipy import stats

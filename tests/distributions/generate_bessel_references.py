@@ -21,7 +21,6 @@ agree to 1e-25. Run from the repository root (takes a few minutes):
 """
 
 import json
-import math
 from pathlib import Path
 
 import mpmath

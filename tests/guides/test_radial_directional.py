@@ -6,7 +6,6 @@ import pyro
 import pyro.distributions as dist
 import pytest
 import torch
-from torch import nn
 
 from pyrozoo.distributions import VonMisesFisher
 from pyrozoo.distributions.von_mises_fisher import vmf_mean_resultant_length

@@ -2,7 +2,6 @@
 
 import math
 
-import numpy as np
 import pyro
 import pytest
 import torch
