@@ -23,9 +23,8 @@ from pyrozoo.compression import apply_masks, count_network
 from pyrozoo.compression.group_pruning import group_masks, resolve_thresholds, weight_masks
 from pyrozoo.compression.precision import bits_per_layer, compression_with_precision, exponent_bits, format_bits, round_to_bits
 from pyrozoo.experiments.lenet import CompressionConfig, CompressionResult, register_compression_method
-from pyrozoo.experiments.lenet_recipes import classification_error, compressed_result, example_input, kl_warmup, linear_to_zero, make_network, per_epoch_seconds, resolve_epochs
+from pyrozoo.experiments.lenet_recipes import classification_error, compressed_result, fit_recipe, example_input, kl_warmup, linear_to_zero, make_network, per_epoch_seconds, resolve_epochs
 from pyrozoo.guides.bayesian_compression import BayesianCompressionGuide
-from pyrozoo.inference import ClosedFormKL_ELBO, fit
 from pyrozoo.models import BayesianNeuralNetwork, Categorical
 from pyrozoo.models.compression_priors import GroupHorseshoePrior, GroupNormalJeffreysPrior
 
@@ -48,22 +47,8 @@ def train_bayesian_compression(train, config: CompressionConfig, epochs: int, pr
     net = make_network(config.arch, config.extra.get("init", "torch"))
     model = BayesianNeuralNetwork(net, prior, Categorical(dataset_size=len(train[0])))
     guide = BayesianCompressionGuide(model)
-    history = fit(
-        model,
-        guide,
-        train,
-        epochs=epochs,
-        objective=ClosedFormKL_ELBO(),
-        batch_size=config.batch_size or 100,
-        lr=config.lr or 1e-3,
-        lr_schedule=linear_to_zero(epochs, float(config.extra.get("lr_hold", 0.5))),
-        kl_schedule=kl_warmup(epochs),
-        estimator="local",
-        device=config.device,
-        seed=config.seed,
-        checkpoint=config.extra.get("checkpoint"),
-        progress=config.progress,
-    )
+    lr_schedule = linear_to_zero(epochs, float(config.extra.get("lr_hold", 0.5)))
+    history = fit_recipe(model, guide, train, config, epochs, 1e-3, lr_schedule=lr_schedule, kl_schedule=kl_warmup(epochs), estimator="local")
     return model, guide, history
 
 

@@ -39,9 +39,9 @@ import torch
 from pyrozoo.compression import apply_masks
 from pyrozoo.compression.radial_directional import posterior_mean_weights, pruning_masks, pruning_statistics
 from pyrozoo.experiments.lenet import CompressionConfig, CompressionResult, register_compression_method
-from pyrozoo.experiments.lenet_recipes import compressed_result, make_network, per_epoch_seconds, resolve_epochs
+from pyrozoo.experiments.lenet_recipes import compressed_result, fit_recipe, make_network, per_epoch_seconds, resolve_epochs
 from pyrozoo.guides import RadialDirectionalGuide
-from pyrozoo.inference import ClosedFormKL_ELBO, LinearKLWarmup, evaluate, fit
+from pyrozoo.inference import LinearKLWarmup, evaluate
 from pyrozoo.models import BayesianNeuralNetwork, Categorical, RadialDirectionalPrior
 
 _SOURCE = "Oh et al. 2020, Table 2 (their counting convention for params/FLOPs is not stated)"
@@ -81,20 +81,8 @@ def train_rdp(train, config: CompressionConfig, epochs: int):
     )
     model = BayesianNeuralNetwork(net, prior, Categorical(dataset_size=len(train[0])))
     guide = RadialDirectionalGuide(model, init_scale=float(_setting(config, "init_scale")), init_direction_epsilon=float(_setting(config, "init_direction_epsilon")))
-    history = fit(
-        model,
-        guide,
-        train,
-        epochs=epochs,
-        objective=ClosedFormKL_ELBO(),
-        batch_size=config.batch_size or 100,
-        lr=config.lr or float(_setting(config, "lr")),
-        kl_schedule=LinearKLWarmup(0.0, max(float(_setting(config, "warmup_fraction")) * epochs, 1e-3)),
-        device=config.device,
-        seed=config.seed,
-        checkpoint=config.extra.get("checkpoint"),
-        progress=config.progress,
-    )
+    warmup = LinearKLWarmup(0.0, max(float(_setting(config, "warmup_fraction")) * epochs, 1e-3))
+    history = fit_recipe(model, guide, train, config, epochs, float(_setting(config, "lr")), kl_schedule=warmup)
     return model, guide, history
 
 

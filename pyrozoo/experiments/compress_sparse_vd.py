@@ -16,9 +16,8 @@ import pyro
 import torch
 
 from pyrozoo.experiments.lenet import CompressionConfig, CompressionResult, register_compression_method
-from pyrozoo.experiments.lenet_recipes import compressed_result, kl_warmup, linear_to_zero, make_network, per_epoch_seconds, resolve_epochs
+from pyrozoo.experiments.lenet_recipes import compressed_result, fit_recipe, kl_warmup, linear_to_zero, make_network, per_epoch_seconds, resolve_epochs
 from pyrozoo.guides.variational_dropout import SparseVariationalDropoutGuide
-from pyrozoo.inference import ClosedFormKL_ELBO, fit
 from pyrozoo.models import BayesianNeuralNetwork, Categorical
 from pyrozoo.models.dropout_priors import ARDPrior, LogUniformPrior
 
@@ -43,22 +42,7 @@ def train_sparse_vd(train, config: CompressionConfig, epochs: int):
     model = BayesianNeuralNetwork(net, PRIORS[prior](), Categorical(dataset_size=len(train[0])))
     guide = SparseVariationalDropoutGuide(model)
     hold = 0.5 if config.arch == "lenet300" else 0.0
-    history = fit(
-        model,
-        guide,
-        train,
-        epochs=epochs,
-        objective=ClosedFormKL_ELBO(),
-        batch_size=config.batch_size or 100,
-        lr=config.lr or 1e-3,
-        lr_schedule=linear_to_zero(epochs, hold),
-        kl_schedule=kl_warmup(epochs),
-        estimator="local",
-        device=config.device,
-        seed=config.seed,
-        checkpoint=config.extra.get("checkpoint"),
-        progress=config.progress,
-    )
+    history = fit_recipe(model, guide, train, config, epochs, 1e-3, lr_schedule=linear_to_zero(epochs, hold), kl_schedule=kl_warmup(epochs), estimator="local")
     return model, guide, history
 
 

@@ -10,7 +10,7 @@ from torch import nn
 
 from pyrozoo.compression import count_network, format_sparsity, remove_pruned_units, sparse_storage_bytes, to_sparse
 from pyrozoo.experiments.lenet import ARCHITECTURES, CompressionConfig, CompressionResult
-from pyrozoo.inference import LinearKLWarmup
+from pyrozoo.inference import ClosedFormKL_ELBO, LinearKLWarmup, fit
 from pyrozoo.models import LeNet5, LeNet300100
 
 #: epochs of the authors' LeNet scripts (Molchanov et al. 2017)
@@ -65,6 +65,27 @@ def kl_warmup(epochs: int) -> LinearKLWarmup:
         return LinearKLWarmup(5, 20)
     scale = epochs / 40
     return LinearKLWarmup(5 * scale, max(20 * scale, 5 * scale + 1e-3))
+
+
+def fit_recipe(model, guide, train, config: CompressionConfig, epochs: int, default_lr: float, **schedules):
+    """``fit`` with the closed-form-KL ELBO and what ``config`` fixes for every recipe (batch
+    size, learning rate unless the recipe's, device, seed, checkpoint, progress bar);
+    ``schedules`` are the recipe's own ``fit`` options (``lr_schedule``, ``kl_schedule``,
+    ``estimator``)."""
+    return fit(
+        model,
+        guide,
+        train,
+        epochs=epochs,
+        objective=ClosedFormKL_ELBO(),
+        batch_size=config.batch_size or 100,
+        lr=config.lr or default_lr,
+        device=config.device,
+        seed=config.seed,
+        checkpoint=config.extra.get("checkpoint"),
+        progress=config.progress,
+        **schedules,
+    )
 
 
 def quick_subset(data: Tuple[torch.Tensor, torch.Tensor], n: int) -> Tuple[torch.Tensor, torch.Tensor]:
