@@ -12,10 +12,12 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, Optional
 
 import pandas as pd
+import pyro.distributions as dist
 import torch
 
 from pyrozoo.data import UCISplit
 from pyrozoo.data.paths import resolve_data_dir
+from pyrozoo.models import MLP, BayesianNeuralNetwork, Gaussian
 from pyrozoo.reporting import mean_and_stderr
 
 
@@ -55,6 +57,15 @@ def register_uci_method(name: str, description: str = ""):
         return fn
 
     return decorator
+
+
+def uci_model(split: UCISplit, prior, precision_prior, config: UCIRunConfig) -> BayesianNeuralNetwork:
+    """The protocol's network (one hidden layer of ``split.n_hidden`` units) under ``prior``,
+    with a Gaussian likelihood whose noise precision has the ``Gamma(*precision_prior)`` prior."""
+    a, b = precision_prior
+    net = MLP(split.num_features, [split.n_hidden], 1).to(config.device, config.dtype)
+    likelihood = Gaussian(len(split.y_train), precision=dist.Gamma(float(a), float(b)))
+    return BayesianNeuralNetwork(net, prior, likelihood)
 
 
 def available_methods() -> Dict[str, UCIMethod]:

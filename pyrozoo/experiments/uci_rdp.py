@@ -25,15 +25,14 @@ the target's standard deviation and ``- log sigma_y`` added (RDP's code omits bo
 import math
 
 import pyro
-import pyro.distributions as dist
 import torch
 
 from pyrozoo.data import UCISplit
-from pyrozoo.experiments.uci import UCIRunConfig, register_uci_method
+from pyrozoo.experiments.uci import UCIRunConfig, register_uci_method, uci_model
 from pyrozoo.guides import RadialDirectionalGuide
 from pyrozoo.guides.base import param_key
-from pyrozoo.inference import ClosedFormKL_ELBO, LinearKLWarmup, evaluate, fit
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Gaussian, RadialDirectionalPrior
+from pyrozoo.inference import ClosedFormKL_ELBO, LinearKLWarmup, default_optimizer, evaluate, fit
+from pyrozoo.models import Gaussian, RadialDirectionalPrior
 
 #: defaults (``config.epochs/batch_size/lr`` and ``config.extra`` override them)
 DEFAULTS = {
@@ -75,16 +74,13 @@ def schedule(split: UCISplit, config: UCIRunConfig):
 
 def build(split: UCISplit, config: UCIRunConfig):
     """The model and guide of one split."""
-    a, b = _setting(config, "precision_prior")
-    net = MLP(split.num_features, [split.n_hidden], 1).to(config.device, config.dtype)
     prior = RadialDirectionalPrior(
         grouping=_setting(config, "grouping"),
         local_scale=_setting(config, "local_scale"),
         global_scale=_setting(config, "global_scale"),
         direction_epsilon=_setting(config, "direction_epsilon"),
     )
-    likelihood = Gaussian(len(split.y_train), precision=dist.Gamma(float(a), float(b)))
-    model = BayesianNeuralNetwork(net, prior, likelihood)
+    model = uci_model(split, prior, _setting(config, "precision_prior"), config)
     guide = RadialDirectionalGuide(model, init_scale=_setting(config, "init_scale"), init_direction_epsilon=_setting(config, "init_direction_epsilon"))
     return model, guide
 
@@ -103,16 +99,9 @@ def optimizer_factory(guide, lr: float, noise_factor: float):
             groups.append({"params": [p for p in params if id(p) in noise], "lr": lr * noise_factor})
         else:
             groups[0]["params"] = list(params)
-        return default_optimizer_groups(groups)
+        return default_optimizer(groups, lr)
 
     return make
-
-
-def default_optimizer_groups(groups):
-    try:
-        return torch.optim.Adam(groups, fused=True)
-    except (RuntimeError, TypeError):
-        return torch.optim.Adam(groups)
 
 
 @register_uci_method("rdp", "radial-directional posteriors (Oh et al. 2020): vMF directions, half-Cauchy radii, double grouping")

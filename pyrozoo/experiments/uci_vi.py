@@ -16,13 +16,12 @@ minibatch training with :func:`pyrozoo.inference.fit`:
 import math
 
 import pyro
-import pyro.distributions as dist
 
 from pyrozoo.data import UCISplit
-from pyrozoo.experiments.uci import UCIRunConfig, register_uci_method
+from pyrozoo.experiments.uci import UCIRunConfig, register_uci_method, uci_model
 from pyrozoo.guides import DeltaGuide, MeanFieldNormalGuide
 from pyrozoo.inference import BlundellKLReweighting, ClosedFormKL_ELBO, evaluate, fit
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Gaussian, NormalPrior, ScaleMixturePrior
+from pyrozoo.models import BayesianNeuralNetwork, NormalPrior, ScaleMixturePrior
 
 #: defaults shared by the three methods (``config`` and ``config.extra`` override them)
 DEFAULTS = {
@@ -44,10 +43,7 @@ def _setting(config: UCIRunConfig, key: str):
 
 
 def _model(split: UCISplit, prior, config: UCIRunConfig) -> BayesianNeuralNetwork:
-    a, b = _setting(config, "precision_prior")
-    net = MLP(split.num_features, [split.n_hidden], 1).to(config.device, config.dtype)
-    likelihood = Gaussian(len(split.y_train), precision=dist.Gamma(float(a), float(b)))
-    return BayesianNeuralNetwork(net, prior, likelihood)
+    return uci_model(split, prior, _setting(config, "precision_prior"), config)
 
 
 def _train_and_evaluate(split, config, model, guide, **fit_kwargs) -> dict:

@@ -25,7 +25,8 @@ ESTIMATORS = {"local": local_reparameterization, "flipout": flipout, "per-exampl
 
 
 def default_optimizer(params, lr: float = 1e-3):
-    """``torch.optim.Adam`` over all parameters, fused into one kernel where torch supports it."""
+    """``torch.optim.Adam`` over all parameters (or parameter groups, whose own ``lr`` wins),
+    fused into one kernel where torch supports it."""
     params = list(params)
     try:
         return torch.optim.Adam(params, lr=lr, fused=True)
