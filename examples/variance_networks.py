@@ -15,7 +15,7 @@ propagation falls to chance while test-time averaging stays accurate.
 
 Examples::
 
-    python examples/variance_networks.py --arch lenet5 --epochs 20
+    python examples/variance_networks.py --arch lenet5-bn --epochs 20
     python examples/variance_networks.py --prior ard --parameterizations layer,neuron
     python examples/variance_networks.py --quick          # smoke run used by the tests
 """
@@ -27,7 +27,7 @@ import pandas as pd
 
 from pyrozoo.cli import add_common_arguments, device_from_args
 from pyrozoo.data import load_mnist
-from pyrozoo.experiments.lenet import ARCHITECTURES
+from pyrozoo.experiments.variance_networks import ARCHITECTURES
 from pyrozoo.experiments.variance_networks import PRIORS, PUBLISHED_TABLE2, accuracy_tracker, evaluate_parameterization, train_variational_dropout
 from pyrozoo.reporting import save_figure
 from pyrozoo.guides.variational_dropout import PARAMETERIZATIONS
@@ -43,7 +43,7 @@ COLLAPSED_ACCURACY = 20.0
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--arch", choices=ARCHITECTURES, default="lenet5")
+    parser.add_argument("--arch", choices=ARCHITECTURES, default="lenet5-bn", help="lenet5-bn: the authors' LeNet-5 with batch normalisation (default)")
     parser.add_argument("--prior", choices=sorted(PRIORS), default="log-uniform")
     parser.add_argument("--parameterizations", default=",".join(PARAMETERIZATIONS), help="comma-separated subset of " + ", ".join(PARAMETERIZATIONS))
     parser.add_argument("--epochs", type=int, default=PUBLISHED_EPOCHS, help="training epochs per parameterization (the authors': 200)")

@@ -9,13 +9,27 @@ import pyro
 import torch
 from torch.distributions import kl_divergence
 
+from pyrozoo.experiments.lenet import ARCHITECTURES as LENET_ARCHITECTURES
 from pyrozoo.experiments.lenet_recipes import classification_error, kl_warmup, linear_to_zero, make_network
 from pyrozoo.guides.variational_dropout import VariationalDropoutGuide
 from pyrozoo.inference import ClosedFormKL_ELBO, evaluate, fit
-from pyrozoo.models import BayesianNeuralNetwork, Categorical
+from pyrozoo.models import BayesianNeuralNetwork, Categorical, LeNet5BatchNorm
 from pyrozoo.models.dropout_priors import ARDPrior, LogUniformPrior
 
 PRIORS = {"log-uniform": LogUniformPrior, "ard": ARDPrior}
+
+#: ``lenet5-bn`` is the authors' network (:class:`~pyrozoo.models.LeNet5BatchNorm`); the
+#: LeNet compression networks have no normalisation, under which zero-mean layers cannot learn
+ARCHITECTURES = ("lenet5-bn",) + LENET_ARCHITECTURES
+
+
+def make_variance_network(arch: str) -> torch.nn.Module:
+    """The network of ``arch`` with PyTorch's default initialisation (as in the authors' code)."""
+    if arch == "lenet5-bn":
+        return LeNet5BatchNorm()
+    if arch not in ARCHITECTURES:
+        raise ValueError(f"unknown architecture {arch!r}; choose one of {ARCHITECTURES}")
+    return make_network(arch, "torch")
 
 #: log alpha may grow far beyond Sparse VD's clip for the phase transition to happen
 #: (the authors' phase-transition layers clip to [-20, 20])
@@ -59,7 +73,7 @@ def train_variational_dropout(
         raise ValueError(f"prior must be one of {sorted(PRIORS)}, got {prior!r}")
     pyro.clear_param_store()
     torch.manual_seed(seed)
-    net = make_network(arch, "torch")
+    net = make_variance_network(arch)
     model = BayesianNeuralNetwork(net, PRIORS[prior](), Categorical(dataset_size=len(train[0])))
     guide = VariationalDropoutGuide(
         model,

@@ -1,7 +1,7 @@
 """Models: architectures (plain ``nn.Module``), priors (Pyro models over a module's
 parameters), likelihoods, and :class:`BayesianNeuralNetwork`, which combines them."""
 
-from pyrozoo.models.architectures import MLP, LeNet5, LeNet300100
+from pyrozoo.models.architectures import MLP, LeNet5, LeNet5BatchNorm, LeNet300100
 from pyrozoo.models.bnn import BayesianNeuralNetwork
 from pyrozoo.models.likelihoods import Categorical, Gaussian, Likelihood, PosteriorPredictive
 from pyrozoo.models.priors import (
@@ -44,6 +44,7 @@ __all__ = [
     "MLP",
     "LeNet300100",
     "LeNet5",
+    "LeNet5BatchNorm",
     "VAE",
     "GaussianEncoder",
     "AmortizedNormalGuide",

@@ -66,6 +66,42 @@ class LeNet5(nn.Module):
         return self.fc2(x)
 
 
+class LeNet5BatchNorm(nn.Module):
+    """LeNet-5 with batch normalisation, the network of the variance-networks experiments
+    (Neklyudov et al. 2019, MNIST; Molchanov 2022, Table 2): bias-free conv 20@5x5 -> BN ->
+    ReLU -> maxpool 2, conv 50@5x5 -> BN -> ReLU -> maxpool 2, FC 800-500 -> BN -> ReLU,
+    FC 500-10 (bias-free).
+
+    Batch normalisation is what lets a zero-mean (variance-only) layer learn: its output
+    ``N(0, sum_i a_i^2 sigma_i^2)`` carries information only in its scale, which starts tiny
+    at a small initialisation; without renormalisation the logits' variance is then too small
+    for the likelihood to prefer any class, and every gradient pushes the variances down.
+    """
+
+    def __init__(self, in_channels: int = 1, num_classes: int = 10, widths=(20, 50, 500)):
+        super().__init__()
+        c1, c2, h = widths
+        self.conv1 = nn.Conv2d(in_channels, c1, 5, bias=False)
+        self.bn1 = nn.BatchNorm2d(c1)
+        self.conv2 = nn.Conv2d(c1, c2, 5, bias=False)
+        self.bn2 = nn.BatchNorm2d(c2)
+        self.fc1 = nn.Linear(c2 * 4 * 4, h, bias=False)
+        self.bn3 = nn.BatchNorm1d(h)
+        self.fc2 = nn.Linear(h, num_classes, bias=False)
+        self.act = nn.ReLU()
+        self.pool = nn.MaxPool2d(2)
+
+    def forward(self, x):
+        if x.dim() == 3:
+            x = x.unsqueeze(1)
+        if x.dim() != 4 or x.shape[-2:] != (28, 28):
+            raise ValueError(f"LeNet5BatchNorm expects images of shape (n, C, 28, 28), got {tuple(x.shape)}")
+        x = self.pool(self.act(self.bn1(self.conv1(x))))
+        x = self.pool(self.act(self.bn2(self.conv2(x))))
+        x = self.act(self.bn3(self.fc1(x.flatten(1))))
+        return self.fc2(x)
+
+
 class TwoConvTwoFCNet(nn.Module):
     """The "2-Conv-2-FC" CNN of Deng et al. (2019, Sec. 5.2; ~680K parameters): conv 32@5x5
     (padding 2), maxpool 2, conv 64@5x5 (padding 2), maxpool 2, FC 3136-200, FC 200-10, ReLU.

@@ -2,16 +2,23 @@
 
 from typing import Optional
 
+from torch import nn
+
 from pyrozoo.distributions.ard import ARDNormal
 from pyrozoo.distributions.log_uniform import LogUniformImproper
 from pyrozoo.models.priors import Prior
 from pyrozoo.models.selection import ParameterSelector
 
 
+#: normalisation layers' affine scales are called ``weight`` too, but are not weights
+NORMALIZATION_LAYERS = (nn.modules.batchnorm._NormBase, nn.LayerNorm, nn.GroupNorm)
+
+
 def _weights_by_default(selector, selector_kwargs):
-    # variational dropout puts its prior on the weights; biases stay point estimates
+    # variational dropout puts its prior on the weights; biases (and normalisation layers'
+    # parameters) stay point estimates
     if selector is None and not selector_kwargs:
-        return {"expose_parameters": ["weight"]}
+        return {"expose_parameters": ["weight"], "hide_types": NORMALIZATION_LAYERS}
     return selector_kwargs
 
 

@@ -14,7 +14,7 @@ from pyrozoo.distributions.dropout_normal import DropoutNormal
 from pyrozoo.distributions.kl import kl_log_uniform_from_log_alpha
 from pyrozoo.guides.variational_dropout import PARAMETERIZATIONS, SparseVariationalDropoutGuide, VariationalDropoutGuide, _AdditivePosterior
 from pyrozoo.inference import ClosedFormKL_ELBO, evaluate
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical
+from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical, LeNet5BatchNorm
 from pyrozoo.models.dropout_priors import ARDPrior, LogUniformPrior
 from pyrozoo.poutine import local_reparameterization
 from tests.stats import gaussian_variance_rel_tolerance, mean_tolerance
@@ -59,6 +59,8 @@ def test_parameterizations(parameterization, device):
             assert torch.equal(base.loc, torch.zeros_like(weight))
             assert torch.isinf(base.log_alpha).all()
             assert key not in guide.locs
+            # the signed scales start at the network's weights: sigma^2 = w^2
+            torch.testing.assert_close(base.variance.detach(), weight.detach() ** 2, rtol=1e-5, atol=1e-12)
             continue
         # the means start at the network's own weights
         torch.testing.assert_close(guide.locs[key], weight.detach())
@@ -219,6 +221,10 @@ def test_priors_select_weights_by_default():
         assert [name for _, _, name, _ in prior.random_parameters(net)] == ["weight", "weight"]
     everything = LogUniformPrior(expose_parameters=["weight", "bias"])
     assert len(everything.random_parameters(net)) == 4
+    normalised = LeNet5BatchNorm()
+    for prior in (LogUniformPrior(), ARDPrior()):
+        # batch norm's affine scale is named "weight" but is not a weight
+        assert [m for m, _, _, _ in prior.random_parameters(normalised)] == ["conv1", "conv2", "fc1", "fc2"]
     d = LogUniformPrior().distribution("0.weight", net[0], net[0].weight)
     assert d.event_shape == net[0].weight.shape and d.batch_shape == ()
 

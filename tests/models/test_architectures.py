@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from pyrozoo.models import MLP, LeNet5, LeNet300100
+from pyrozoo.models import MLP, LeNet5, LeNet5BatchNorm, LeNet300100
 
 # (id, factory, input shape, output shape)
 SHAPE_CASES = [
@@ -16,6 +16,7 @@ SHAPE_CASES = [
     ("lenet300100-images", lambda: LeNet300100(), (5, 1, 28, 28), (5, 10)),
     ("lenet5-images", lambda: LeNet5(), (2, 1, 28, 28), (2, 10)),
     ("lenet5-no-channel-dim", lambda: LeNet5(), (2, 28, 28), (2, 10)),
+    ("lenet5-batchnorm", lambda: LeNet5BatchNorm(), (3, 1, 28, 28), (3, 10)),
     ("lenet5-rgb-narrow", lambda: LeNet5(in_channels=3, num_classes=4, widths=(4, 6, 8)), (2, 3, 28, 28), (2, 4)),
 ]
 
@@ -49,6 +50,16 @@ def test_parameter_counts():
     lenet5 = (20 * 1 * 25 + 20) + (50 * 20 * 25 + 50) + (800 * 500 + 500) + (500 * 10 + 10)
     assert _count(LeNet300100()) == lenet300 and round(lenet300, -3) == 267000
     assert _count(LeNet5()) == lenet5 and round(lenet5, -3) == 431000
+
+
+def test_lenet5_batchnorm_layers():
+    """Neklyudov et al.'s LeNet-5: bias-free conv/dense layers, each followed by batch
+    normalisation except the output layer."""
+    net = LeNet5BatchNorm()
+    weights = [m for m in net.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
+    assert [m.bias for m in weights] == [None] * 4
+    assert [type(m) for m in net.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)] == [nn.BatchNorm2d, nn.BatchNorm2d, nn.BatchNorm1d]
+    assert _count(net) == 20 * 25 + 50 * 20 * 25 + 800 * 500 + 500 * 10 + 2 * (20 + 50 + 500)
 
 
 def test_outputs_depend_on_every_input_feature():
