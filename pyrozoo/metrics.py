@@ -38,3 +38,35 @@ def expected_calibration_error(probs: torch.Tensor, y: torch.Tensor, num_bins: i
 def log_mean_exp(x: torch.Tensor, dim: int = 0) -> torch.Tensor:
     """``log(mean(exp(x)))`` along ``dim``, stably."""
     return torch.logsumexp(x, dim) - math.log(x.shape[dim])
+
+
+def interval_coverage(pit: torch.Tensor, levels) -> torch.Tensor:
+    """Empirical coverage of central predictive intervals at the nominal ``levels``.
+
+    ``pit`` holds the probability integral transforms ``F(y_i)`` of the observed targets
+    under their predictive CDFs. The central interval of probability ``p`` is
+    ``[F^{-1}((1 - p)/2), F^{-1}((1 + p)/2)]``, so it contains ``y_i`` exactly when
+    ``|F(y_i) - 1/2| <= p/2``; no quantile of the (mixture) predictive is needed. Coverage
+    is non-decreasing in the level; for a calibrated predictive it equals the level in
+    expectation (the PIT is then uniform).
+    """
+    levels = torch.as_tensor(levels, dtype=pit.dtype, device=pit.device)
+    if ((levels < 0) | (levels > 1)).any():
+        raise ValueError("nominal levels must lie in [0, 1]")
+    distance = (pit.reshape(-1) - 0.5).abs()
+    return (distance[None, :] <= levels.reshape(-1, 1) / 2).to(pit.dtype).mean(-1)
+
+
+def reliability_diagram(probs: torch.Tensor, y: torch.Tensor, num_bins: int = 15):
+    """Per equal-width confidence bin: mean confidence, accuracy and count (empty bins
+    have NaN confidence and accuracy). The bins are those of
+    :func:`expected_calibration_error`, which is the count-weighted mean gap between the two."""
+    if num_bins < 1:
+        raise ValueError("num_bins must be >= 1")
+    confidence, predicted = probs.max(-1)
+    correct = (predicted == y).to(probs.dtype)
+    bins = torch.clamp((confidence * num_bins).long(), max=num_bins - 1)
+    count = torch.bincount(bins, minlength=num_bins).to(probs.dtype)
+    conf_sum = torch.zeros(num_bins, dtype=probs.dtype, device=probs.device).index_add_(0, bins, confidence)
+    acc_sum = torch.zeros(num_bins, dtype=probs.dtype, device=probs.device).index_add_(0, bins, correct)
+    return conf_sum / count, acc_sum / count, count

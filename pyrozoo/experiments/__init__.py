@@ -5,6 +5,11 @@
 * :mod:`pyrozoo.experiments.lenet` — MNIST LeNet compression; methods register with
   :func:`~pyrozoo.experiments.lenet.register_compression_method` in modules named
   ``compress_*.py``.
+* :mod:`pyrozoo.experiments.mnist` — MNIST classification with a small fully connected
+  network (error, test log-likelihood); methods register with
+  :func:`~pyrozoo.experiments.mnist.register_mnist_method` in modules named ``mnist_*.py``.
+* :mod:`pyrozoo.experiments.compare` — runs methods of these registries side by side under
+  a matched budget of gradient evaluations (``examples/compare_objectives.py``).
 
 Method modules in this package are discovered and imported by :func:`load_methods`.
 """

@@ -5,6 +5,11 @@ standardised training data and returns at least ``rmse`` and ``test_ll`` compute
 *original* target units (see :meth:`pyrozoo.data.UCISplit.to_original_units`). Methods
 register with :func:`register_uci_method` in a module ``pyrozoo/experiments/uci_*.py``;
 ``examples/uci_regression.py`` runs any of them over data sets and splits.
+
+A method must honour ``config.epochs`` and ``config.batch_size`` when they are given (one
+optimizer or sampler step per minibatch, ``epochs`` passes): the comparison harness
+(:mod:`pyrozoo.experiments.compare`) matches compute budgets through them, and predicts
+through :func:`pyrozoo.inference.evaluate` so that calibration can be recorded.
 """
 
 import time
@@ -59,11 +64,12 @@ def register_uci_method(name: str, description: str = ""):
     return decorator
 
 
-def uci_model(split: UCISplit, prior, precision_prior, config: UCIRunConfig) -> BayesianNeuralNetwork:
-    """The protocol's network (one hidden layer of ``split.n_hidden`` units) under ``prior``,
-    with a Gaussian likelihood whose noise precision has the ``Gamma(*precision_prior)`` prior."""
+def uci_model(split: UCISplit, prior, precision_prior, config: UCIRunConfig, n_hidden: Optional[int] = None) -> BayesianNeuralNetwork:
+    """The protocol's network (one hidden layer of ``split.n_hidden`` units, or ``n_hidden``)
+    under ``prior``, with a Gaussian likelihood whose noise precision has the
+    ``Gamma(*precision_prior)`` prior."""
     a, b = precision_prior
-    net = MLP(split.num_features, [split.n_hidden], 1).to(config.device, config.dtype)
+    net = MLP(split.num_features, [n_hidden or split.n_hidden], 1).to(config.device, config.dtype)
     likelihood = Gaussian(len(split.y_train), precision=dist.Gamma(float(a), float(b)))
     return BayesianNeuralNetwork(net, prior, likelihood)
 

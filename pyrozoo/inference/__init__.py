@@ -6,6 +6,9 @@ from pyrozoo.inference.prediction import evaluate, posterior_samples, predict
 from pyrozoo.inference.schedules import BlundellKLReweighting, ConstantKL, KLSchedule, LinearKLWarmup
 from pyrozoo.inference.training import collect_parameters, default_optimizer, fit, training_step
 from pyrozoo.inference.dsivi import DSIVI_ELBO, SIVI_ELBO
+from pyrozoo.inference.importance_weighted import ImportanceWeighted_ELBO, Renyi_ELBO, weight_diagnostics
+from pyrozoo.inference.rws import ReweightedWakeSleepLoss
+from pyrozoo.inference.importance_resampling import importance_resampled_samples
 from pyrozoo.inference.sgmcmc import SGHMC, SGLD, Adaptation, StochasticGradientMCMC
 from pyrozoo.inference.sgmcmc_sa import StochasticApproximation
 from pyrozoo.inference.pruning import MagnitudePruning
@@ -27,6 +30,11 @@ __all__ = [
     "evaluate",
     "DSIVI_ELBO",
     "SIVI_ELBO",
+    "Renyi_ELBO",
+    "ImportanceWeighted_ELBO",
+    "ReweightedWakeSleepLoss",
+    "weight_diagnostics",
+    "importance_resampled_samples",
     "SGLD",
     "SGHMC",
     "StochasticGradientMCMC",

@@ -1,6 +1,8 @@
 """Posterior predictions: samples, predictive summaries and evaluation metrics."""
 
-from typing import Dict, Optional
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Dict, List, Optional
 
 import torch
 from pyro.infer import Predictive
@@ -8,6 +10,50 @@ from pyro.infer.autoguide.initialization import InitMessenger, init_to_sample
 
 from pyrozoo import metrics
 from pyrozoo.models.likelihoods import Categorical, Gaussian, PosteriorPredictive
+
+
+@dataclass
+class PredictiveRecord:
+    """What one :func:`evaluate` call predicted, for calibration analyses.
+
+    Regression: ``pit``, the posterior predictive CDF at each test target (probability
+    integral transform; invariant under the affine map back to original units).
+    Classification: ``probs`` (posterior-averaged class probabilities) and ``labels``.
+    Tensors are detached and on the CPU.
+    """
+
+    kind: str  # "regression" or "classification"
+    pit: Optional[torch.Tensor] = None
+    probs: Optional[torch.Tensor] = None
+    labels: Optional[torch.Tensor] = None
+
+
+_RECORDERS: List[list] = []
+
+
+@contextmanager
+def record_predictive():
+    """Collects a :class:`PredictiveRecord` from every :func:`evaluate` call in the block::
+
+        with record_predictive() as records:
+            run_split("sgld", split, config)   # any method that evaluates through evaluate()
+        coverage = metrics.interval_coverage(records[-1].pit, [0.5, 0.9])
+
+    Methods need no code of their own for this: the predictive quantities are computed only
+    while a recorder is active, and ``evaluate``'s return value is unchanged.
+    """
+    records: list = []
+    _RECORDERS.append(records)
+    try:
+        yield records
+    finally:
+        # by identity: two recorders holding equal records compare equal as lists
+        del _RECORDERS[next(i for i, r in enumerate(_RECORDERS) if r is records)]
+
+
+def _record(record: PredictiveRecord) -> None:
+    for records in _RECORDERS:
+        records.append(record)
 
 
 def _latent_names(model, x) -> list:
@@ -81,7 +127,8 @@ def evaluate(model, guide, x: torch.Tensor, y: torch.Tensor, num_samples: int = 
     example of ``log (1/S) sum_s N(y | f_s, 1/tau_s)``), in original units when the targets
     were standardised as ``(y - y_shift) / y_scale``. Classification: ``accuracy``,
     ``error`` (percent), ``test_ll`` and ``ece``. ``samples``: fixed latent values instead
-    of guide draws (see :func:`posterior_samples`).
+    of guide draws (see :func:`posterior_samples`). Inside :func:`record_predictive` it
+    also records the predictive quantities calibration needs.
     """
     samples = posterior_samples(model, guide, x, num_samples, batch_size, samples=samples)
     f = samples["_RETURN"]
@@ -91,6 +138,8 @@ def evaluate(model, guide, x: torch.Tensor, y: torch.Tensor, num_samples: int = 
     if isinstance(likelihood, Gaussian):
         mean = likelihood.aggregate(f, latents).mean
         y_col = likelihood.check_obs(mean, y)
+        if _RECORDERS:
+            _record(PredictiveRecord("regression", pit=likelihood.predictive_cdf(f, y_col, latents).detach().cpu()))
         return {
             "rmse": metrics.rmse(mean * y_scale + y_shift, y_col * y_scale + y_shift),
             "test_ll": float(log_pred.mean()) - float(torch.log(torch.tensor(float(y_scale)))) * y_col.shape[-1],
@@ -98,5 +147,7 @@ def evaluate(model, guide, x: torch.Tensor, y: torch.Tensor, num_samples: int = 
     if isinstance(likelihood, Categorical):
         probs = likelihood.aggregate(f, latents).mean
         acc = metrics.accuracy(probs, y)
+        if _RECORDERS:
+            _record(PredictiveRecord("classification", probs=probs.detach().cpu(), labels=y.detach().cpu()))
         return {"accuracy": acc, "error": 100.0 * (1.0 - acc), "test_ll": float(log_pred.mean()), "ece": metrics.expected_calibration_error(probs, y)}
     return {"test_ll": float(log_pred.mean())}

@@ -129,7 +129,9 @@ def fit(
     :param bool progress: show a progress bar.
     :param callback: ``f(epoch, row) -> stop?`` after every epoch; ``row`` is the history row.
     :param float max_grad_norm: clip the global gradient norm.
-    :returns: the training history as a ``DataFrame`` (``epoch, loss, kl_scale, lr, seconds``).
+    :returns: the training history as a ``DataFrame`` (``epoch, loss, kl_scale, lr, seconds``,
+        plus the objective's ``diagnostics`` of each epoch's last step where it records them,
+        e.g. ``ess`` for the importance-weighted objectives).
     """
     if not isinstance(epochs, int) or epochs < 0:
         raise ValueError(f"epochs must be a non-negative int, got {epochs!r}")
@@ -210,6 +212,8 @@ def fit(
                     "(max_grad_norm) or check the data and the prior's hyperparameters"
                 )
             row = {"epoch": epoch + 1, "loss": mean_loss, "kl_scale": kl_scale, "lr": opt.param_groups[0]["lr"], "seconds": time.perf_counter() - t0}
+            # objectives that record diagnostics (e.g. the importance-weighted ones' ESS): last step's values
+            row.update({k: float(v) for k, v in getattr(objective, "diagnostics", {}).items()})
             history.append(row)
             bar.set_postfix(loss=f"{mean_loss:.4g}")
             if (epoch + 1) % checkpoint_every == 0 or epoch + 1 == epochs:
@@ -225,7 +229,8 @@ def fit(
         raise
     finally:
         bar.close()
-    return pd.DataFrame(history, columns=["epoch", "loss", "kl_scale", "lr", "seconds"])
+    columns = ["epoch", "loss", "kl_scale", "lr", "seconds"]
+    return pd.DataFrame(history, columns=columns + [k for k in (history[-1] if history else {}) if k not in columns])
 
 
 def _rng_states() -> dict:

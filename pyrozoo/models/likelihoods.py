@@ -216,6 +216,16 @@ class Gaussian(Likelihood):
         lp = lp.reshape(S, lp.shape[1], -1).sum(-1)
         return torch.logsumexp(lp, 0) - math.log(S)
 
+    def predictive_cdf(self, prediction_samples, obs, latent_samples=None):
+        """``F(y) = (1/S) sum_s Phi((y - f_s) sqrt(tau_s))``: the posterior predictive CDF
+        (an equal-weight mixture over the draws) at the observed targets, shape ``(n, ...)``
+        (the probability integral transform, for calibration checks)."""
+        S = prediction_samples.shape[0]
+        obs = self.check_obs(prediction_samples[0], obs)
+        noise_var = self._noise_variance(latent_samples or {}, S, prediction_samples)
+        shape = (S,) + (1,) * (prediction_samples.dim() - 1)
+        return dist.Normal(prediction_samples, noise_var.sqrt().reshape(shape)).cdf(obs.unsqueeze(0)).mean(0)
+
 
 class Categorical(Likelihood):
     """Classification: ``y ~ Categorical(logits=f(x))``; targets are integer class labels."""

@@ -1,0 +1,102 @@
+"""MNIST classification with a small fully connected network, with a registry of methods.
+
+The counterpart of :mod:`pyrozoo.experiments.uci` for classification: a method is a
+function ``run(data, config) -> dict`` that trains on ``data``'s training images (the IDX
+files, pixels in [0, 1], flattened by the network) and returns at least ``error`` (test
+classification error, percent) and ``test_ll`` (mean test log predictive density per
+example, nats), computed with :func:`pyrozoo.inference.evaluate` from the posterior
+predictive. Methods register with :func:`register_mnist_method` in modules
+``pyrozoo/experiments/mnist_*.py``; :func:`pyrozoo.experiments.compare.compare` runs them
+beside the UCI methods. (The LeNet *compression* protocol, which evaluates pruned networks,
+is :mod:`pyrozoo.experiments.lenet`.)
+"""
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Dict, Optional, Sequence, Tuple
+
+import torch
+
+from pyrozoo.data import load_mnist
+
+
+@dataclass
+class MNISTData:
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+
+    def to(self, device, dtype=torch.float32) -> "MNISTData":
+        return MNISTData(self.x_train.to(device, dtype), self.y_train.to(device), self.x_test.to(device, dtype), self.y_test.to(device))
+
+
+def load_mnist_data(data_dir=None, train_size: Optional[int] = None, test_size: Optional[int] = None) -> MNISTData:
+    """MNIST from the IDX files; ``train_size`` / ``test_size`` keep the first examples
+    (for smoke runs; the full sets are 60000 / 10000)."""
+    x_train, y_train = load_mnist("mnist", train=True, data_dir=data_dir)
+    x_test, y_test = load_mnist("mnist", train=False, data_dir=data_dir)
+    return MNISTData(x_train[:train_size], y_train[:train_size], x_test[:test_size], y_test[:test_size])
+
+
+@dataclass
+class MNISTRunConfig:
+    """Settings passed to every method; ``None`` means the method's own default."""
+
+    epochs: Optional[int] = None
+    batch_size: Optional[int] = None
+    lr: Optional[float] = None
+    num_samples: int = 20
+    hidden: Sequence[int] = (100,)
+    device: torch.device = torch.device("cpu")
+    seed: int = 0
+    progress: bool = False
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class MNISTMethod:
+    name: str
+    run: Callable[[MNISTData, MNISTRunConfig], dict]
+    description: str
+
+
+MNIST_METHODS: Dict[str, MNISTMethod] = {}
+
+
+def register_mnist_method(name: str, description: str = ""):
+    """Decorator registering ``run(data, config) -> {"error", "test_ll", ...}`` under ``name``."""
+
+    def decorator(fn):
+        if name in MNIST_METHODS:
+            raise ValueError(f"MNIST method {name!r} registered twice")
+        MNIST_METHODS[name] = MNISTMethod(name, fn, description or (fn.__doc__ or "").strip().split("\n")[0])
+        return fn
+
+    return decorator
+
+
+def available_methods() -> Dict[str, MNISTMethod]:
+    from pyrozoo.experiments import load_methods
+
+    load_methods("mnist_")
+    return dict(MNIST_METHODS)
+
+
+def run_mnist(method: str, data: MNISTData, config: MNISTRunConfig) -> dict:
+    """Runs one method; adds ``train_seconds`` (wall clock of the whole run, evaluation included)."""
+    methods = MNIST_METHODS if method in MNIST_METHODS else available_methods()
+    if method not in methods:
+        raise ValueError(f"unknown MNIST method {method!r}; available: {', '.join(sorted(methods))}")
+    t0 = time.perf_counter()
+    result = dict(methods[method].run(data.to(config.device), config))
+    result.setdefault("train_seconds", time.perf_counter() - t0)
+    for key in ("error", "test_ll"):
+        if key not in result:
+            raise RuntimeError(f"MNIST method {method!r} returned no {key!r}")
+    return result
+
+
+def shape(data: MNISTData) -> Tuple[int, int]:
+    """``(input features, classes)`` of the flattened images."""
+    return int(data.x_train[0].numel()), int(data.y_train.max()) + 1

@@ -1,0 +1,290 @@
+r"""Importance-weighted evidence bounds: the Rényi-α family and its α = 0 member, IWAE.
+
+With ``K`` draws :math:`\theta_k \sim q` and log-weights
+:math:`\ell_k = \log p(\mathcal D, \theta_k) - \log q(\theta_k)`,
+
+.. math::
+
+    \hat{\mathcal L}_\alpha = \frac{1}{1-\alpha} \log \frac1K \sum_{k=1}^K e^{(1-\alpha)\ell_k}
+    \qquad\text{(Li \& Turner 2016: the VR bound's } K\text{-sample estimate; Sagar-2020 note §3.2)}
+
+* ``α = 0``: the importance-weighted bound of Burda et al. (2016),
+  :math:`\mathbb E\hat{\mathcal L}_0 \le \log p(\mathcal D)`, non-decreasing in ``K``, equal
+  to the ELBO at ``K = 1`` and tending to :math:`\log p(\mathcal D)` as ``K → ∞``.
+* ``0 < α < 1``: :math:`\mathbb E\hat{\mathcal L}_\alpha \le \mathcal L_\alpha \le \log p(\mathcal D)`
+  (Li & Turner, Theorems 1 and 2), a lower bound between IWAE and the ELBO.
+* ``α < 0``: the exact :math:`\mathcal L_\alpha \ge \log p(\mathcal D)` (Theorem 1), but the
+  ``K``-sample estimate is biased downwards (Theorem 2), so it is neither a lower nor an upper
+  bound for finite ``K``.
+* ``α > 1``: for any fixed draws the estimate is a power mean of the weights with exponent
+  ``1 - α < 0``, hence at most their geometric mean, so
+  :math:`\mathbb E\hat{\mathcal L}_\alpha \le \mathrm{ELBO} \le \log p(\mathcal D)`: a lower
+  bound, looser than the ELBO. Allowed, but rarely useful.
+* ``α → 1``: the ELBO, :math:`\frac1K\sum_k \ell_k` (the limit is taken by
+  :class:`~pyrozoo.inference.ClosedFormKL_ELBO` or ``Trace_ELBO``; ``α = 1`` itself raises).
+
+Gradients are the self-normalised :math:`\sum_k \hat w_{\alpha,k}\nabla\ell_k` with
+:math:`\hat w_{\alpha,k} \propto e^{(1-\alpha)\ell_k}` (reparameterised guides; a guide site
+with a non-zero score function raises, as in Pyro's ``RenyiELBO``).
+
+**Minibatches (Sagar-2020 note §3.5).** On a subsampled data plate the likelihood enters
+:math:`\ell_k` scaled by ``N/n``; the log-mean-exp of that noisy quantity is *not* unbiased for
+the full-data bound, and the bias grows with ``N/n``. These objectives warn (once) when they
+see a subsampled plate; prefer full batches (the bound is then exact).
+
+Every importance-weighted objective records, after each evaluation, ``diagnostics``: the
+effective sample size :math:`1/\sum_k \hat w_k^2` of the *importance* weights
+:math:`\hat w_k \propto e^{\ell_k}` (in ``[1, K]``), the largest normalised weight and the
+variance of the log-weights, as detached 0-d tensors (no host synchronisation);
+:func:`~pyrozoo.inference.fit` adds them to its history.
+"""
+
+import math
+import warnings
+from typing import Dict, Tuple
+
+import pyro
+import torch
+from pyro import poutine
+from pyro.distributions.util import is_identically_zero, scale_and_mask
+from pyro.infer.renyi_elbo import RenyiELBO
+from pyro.infer.util import torch_item
+from pyro.poutine.runtime import _PYRO_STACK
+from pyro.poutine.util import site_is_subsample
+from pyro.util import warn_if_nan
+
+from pyrozoo.guides.base import SitewiseGuide
+from pyrozoo.models.bnn import BayesianNeuralNetwork
+from pyrozoo.poutine.weight_noise import WeightNoiseMessenger
+
+MINIBATCH_BIAS_WARNING = (
+    "importance-weighted objective on a subsampled data plate: the log-mean-exp of N/n-scaled "
+    "minibatch log-likelihoods is a biased estimate of the full-data bound (the bias grows with N/n); "
+    "use full batches where the data set allows"
+)
+
+
+def weight_diagnostics(log_weights: torch.Tensor) -> Dict[str, torch.Tensor]:
+    """``ess`` (:math:`1/\\sum_k\\hat w_k^2`), ``max_weight`` (largest :math:`\\hat w_k`) and
+    ``log_weight_var`` (unbiased variance of the log-weights) of a ``(K,)`` vector of
+    log importance weights, normalised by max-subtraction (``logsumexp``); detached."""
+    lw = log_weights.detach()
+    log_w_hat = lw - torch.logsumexp(lw, 0)
+    w_hat = log_w_hat.exp()
+    return {
+        "ess": torch.exp(-torch.logsumexp(2 * log_w_hat, 0)),
+        "max_weight": w_hat.max(),
+        "log_weight_var": lw.var() if lw.numel() > 1 else torch.zeros((), dtype=lw.dtype, device=lw.device),
+    }
+
+
+def _sum_to_particles(lp: torch.Tensor, num_particles: int, nesting: int, vectorized: bool) -> torch.Tensor:
+    if not vectorized:
+        return lp.sum()
+    if lp.dim() > nesting:
+        lp = lp.reshape(lp.shape[: lp.dim() - nesting] + (-1,)).sum(-1)
+    return lp.reshape(-1).expand(num_particles) if lp.numel() == 1 else lp.reshape(num_particles)
+
+
+class _ImportanceWeights:
+    """Evaluation of ``K`` joint log-weights :math:`\\ell_k` for an objective, shared by the
+    importance-weighted bounds, reweighted wake-sleep and importance resampling.
+
+    Two paths compute the same numbers: a direct one for a
+    :class:`~pyrozoo.models.BayesianNeuralNetwork` with one prior site per parameter and a
+    :class:`~pyrozoo.guides.SitewiseGuide` without plates, which draws ``K`` weight vectors at
+    once and runs the network on all of them with :func:`torch.func.vmap` (Pyro's
+    ``vectorize_particles`` cannot: ``nn.Linear`` does not take a batch of weights); and a
+    trace-based one for any model and guide (sequential particles, or Pyro's vectorised
+    particle plate when ``vectorize_particles=True`` and the model supports it).
+    """
+
+    def __init__(self, objective):
+        self.objective = objective
+        self.warned = False
+
+    def _warn_minibatch(self):
+        if not self.warned:
+            warnings.warn(MINIBATCH_BIAS_WARNING, stacklevel=4)
+            self.warned = True
+
+    @staticmethod
+    def _check_stack():
+        for messenger in _PYRO_STACK:
+            if isinstance(messenger, WeightNoiseMessenger):
+                raise ValueError(
+                    "importance weights need one global weight sample per particle; local "
+                    "reparameterization / flipout sample per-example weights and do not apply here"
+                )
+
+    def direct(self, model, guide, num_particles, args, kwargs, detach_samples=False):
+        """``(values, log_joint, log_q)`` with ``(K, ...)`` values per site and ``(K,)``
+        log-densities, or ``None`` when the direct path does not apply."""
+        if not (isinstance(model, BayesianNeuralNetwork) and isinstance(guide, SitewiseGuide)):
+            return None
+        if guide.prototype_trace is None or guide.model is not model or guide._has_plates or _PYRO_STACK:
+            return None
+        try:
+            x, y, subsample = model.split_args(*args, **kwargs)
+        except TypeError:
+            return None
+        if y is None:
+            return None
+        sites = model.latent_sites(x)
+        if sites is None or len(sites) != len(guide._sites) or any(name not in guide._sites for name, _ in sites):
+            return None
+        N = model.likelihood.dataset_size
+        if N is not None and len(y) < N:
+            self._warn_minibatch()
+        K = num_particles
+        values, log_q, log_p = {}, 0.0, 0.0
+        for name, prior in sites:
+            q = guide.posterior(name)
+            value = q.rsample((K,))
+            if detach_samples:
+                value = value.detach()
+            values[name] = value
+            log_q = log_q + q.log_prob(value).reshape(K, -1).sum(-1)
+            log_p = log_p + prior.log_prob(value).reshape(K, -1).sum(-1)
+        log_lik = self.batched_log_likelihood(model, values, x, y, subsample)
+        return values, log_p + log_lik, log_q
+
+    @staticmethod
+    def batched_log_likelihood(model, values, x, y, subsample=None) -> torch.Tensor:
+        """``(K,)`` scaled log-likelihoods :meth:`BayesianNeuralNetwork.log_likelihood` of ``K``
+        parameter draws (leading dim of every value in ``values``)."""
+        names = model.random_parameter_names
+        params = {name: values[name] for name in names}
+        out = torch.func.vmap(lambda p: model.net_output(p, x))(params)
+        likelihood = model.likelihood
+        latents = {key: values[name] for key, (name, _) in likelihood.latent_sites(out[0]).items()}
+        obs = likelihood.check_obs(out[0], y)
+        # one precision per particle: Gaussian.predictive_distribution broadcasts a leading sample dim
+        lp = likelihood.predictive_distribution(out, **latents).log_prob(obs)
+        lp = lp.reshape(out.shape[0], -1).sum(-1)
+        N, n = likelihood.dataset_size, out.shape[1]
+        return lp if N is None else lp * (N / n)
+
+    def traced(self, model, guide, args, kwargs, detach_samples=False):
+        """``(guide traces, log_joint, log_q)`` from Pyro traces, with ``(K,)`` log-densities.
+        With ``detach_samples`` the guide's values are detached before the model is replayed
+        on them (reweighted wake-sleep), so only ``log q``'s parameters carry gradients."""
+        self._check_stack()
+        obj = self.objective
+        K = obj.num_particles
+        vectorized = obj.vectorize_particles and K > 1
+        if vectorized and obj.max_plate_nesting == float("inf"):
+            obj._guess_max_plate_nesting(model, guide, args, kwargs)
+        if vectorized:
+            model, guide = obj._vectorized_num_particles(model), obj._vectorized_num_particles(guide)
+        # plate dims right of the particle plate are summed; the particle dim is kept
+        nesting = obj.max_plate_nesting - 1 if vectorized else 0
+        log_joint, log_q, guide_traces = [], [], []
+        for _ in range(1 if vectorized else K):
+            guide_trace = poutine.trace(guide).get_trace(*args, **kwargs)
+            if detach_samples:
+                guide_trace.detach_()
+            model_trace = poutine.trace(poutine.replay(model, trace=guide_trace)).get_trace(*args, **kwargs)
+            lj, lq = 0.0, 0.0
+            for site in model_trace.nodes.values():
+                if site["type"] != "sample" or site_is_subsample(site):
+                    continue
+                for frame in site["cond_indep_stack"]:
+                    if frame.vectorized and frame.full_size is not None and frame.size < frame.full_size:
+                        self._warn_minibatch()
+                lp = scale_and_mask(site["fn"].log_prob(site["value"]), site["scale"], site["mask"])
+                lj = lj + _sum_to_particles(lp, K, nesting, vectorized)
+            for site in guide_trace.nodes.values():
+                if site["type"] != "sample" or site_is_subsample(site):
+                    continue
+                fn = site["fn"]
+                if not detach_samples and (not fn.has_rsample or not is_identically_zero(fn.score_parts(site["value"]).score_function)):
+                    raise NotImplementedError(
+                        f"guide site {site['name']!r} is not fully reparameterized; the importance-weighted "
+                        "bounds here need reparameterized guides"
+                    )
+                lp = scale_and_mask(fn.log_prob(site["value"]), site["scale"], site["mask"])
+                lq = lq + _sum_to_particles(lp, K, nesting, vectorized)
+            log_joint.append(torch.as_tensor(lj))
+            log_q.append(torch.as_tensor(lq))
+            guide_traces.append(guide_trace)
+        if vectorized:
+            return guide_traces, log_joint[0], log_q[0]
+        return guide_traces, torch.stack(log_joint), torch.stack(log_q)
+
+
+class Renyi_ELBO(RenyiELBO):
+    r"""The variational Rényi bound's ``K``-sample estimate :math:`\hat{\mathcal L}_\alpha` (Li & Turner 2016),
+    with ``differentiable_loss`` (Pyro's ``RenyiELBO`` has only ``loss`` and
+    ``loss_and_grads``), so it works with :func:`~pyrozoo.inference.fit` and any zoo guide.
+
+    Which α gives a bound, and on what, is listed in the module docstring: ``α ≥ 0`` is a
+    lower bound on :math:`\log p(\mathcal D)` in expectation (between the ELBO and IWAE for
+    ``0 ≤ α < 1``, below the ELBO for ``α > 1``); ``α < 0`` is not a bound for finite ``K``.
+    ``α = 1`` raises (use :class:`~pyrozoo.inference.ClosedFormKL_ELBO`).
+
+    The ``loss`` is :math:`-\hat{\mathcal L}_\alpha`; its gradient is the self-normalised
+    :math:`-\sum_k \hat w_{\alpha,k}\nabla\ell_k`. Latent variables local to a plate are
+    weighted jointly with the global ones (one weight per particle over all sites); Pyro's
+    ``RenyiELBO`` instead factorises over independent plates.
+
+    :param float alpha: the order α (≠ 1).
+    :param int num_particles: ``K``, the number of importance samples.
+    :param bool vectorize_particles: trace-based path only (the BNN direct path is always
+        vectorised).
+    :ivar dict diagnostics: ``ess``, ``max_weight``, ``log_weight_var`` of the last evaluation
+        (see :func:`weight_diagnostics`; importance weights :math:`\propto e^{\ell_k}`, whatever α).
+    """
+
+    def __init__(self, alpha: float = 0.0, num_particles: int = 2, max_plate_nesting=float("inf"), vectorize_particles: bool = False, **kwargs):
+        if alpha == 1:
+            raise ValueError("alpha = 1 is the ELBO: use ClosedFormKL_ELBO (or pyro.infer.Trace_ELBO) for it")
+        if not math.isfinite(alpha):
+            raise ValueError(f"alpha must be finite, got {alpha}")
+        if not (isinstance(num_particles, int) and num_particles >= 1):
+            raise ValueError(f"num_particles must be a positive int, got {num_particles!r}")
+        super().__init__(alpha=alpha, num_particles=num_particles, max_plate_nesting=max_plate_nesting, vectorize_particles=vectorize_particles, **kwargs)
+        self._weights = _ImportanceWeights(self)
+        self.diagnostics: Dict[str, torch.Tensor] = {}
+
+    def log_weights(self, model, guide, *args, **kwargs) -> Tuple[torch.Tensor, torch.Tensor]:
+        """``(log_joint, log_q)``, each ``(K,)``: :math:`\\log p(\\mathcal D,\\theta_k)` (with the
+        plates' scales) and :math:`\\log q(\\theta_k)` of ``K`` fresh guide draws (differentiable)."""
+        direct = self._weights.direct(model, guide, self.num_particles, args, kwargs)
+        if direct is not None:
+            return direct[1], direct[2]
+        _, log_joint, log_q = self._weights.traced(model, guide, args, kwargs)
+        return log_joint, log_q
+
+    def differentiable_loss(self, model, guide, *args, **kwargs) -> torch.Tensor:
+        log_joint, log_q = self.log_weights(model, guide, *args, **kwargs)
+        log_w = log_joint - log_q
+        self.diagnostics = weight_diagnostics(log_w)
+        K = log_w.shape[0]
+        scaled = (1.0 - self.alpha) * log_w
+        bound = (torch.logsumexp(scaled, 0) - math.log(K)) / (1.0 - self.alpha)
+        if pyro.infer.util.is_validation_enabled():
+            warn_if_nan(bound, "loss")
+        return -bound
+
+    def loss(self, model, guide, *args, **kwargs) -> float:
+        with torch.no_grad():
+            return torch_item(self.differentiable_loss(model, guide, *args, **kwargs))
+
+    def loss_and_grads(self, model, guide, *args, **kwargs) -> float:
+        loss = self.differentiable_loss(model, guide, *args, **kwargs)
+        loss.backward(retain_graph=self.retain_graph)
+        return torch_item(loss)
+
+
+class ImportanceWeighted_ELBO(Renyi_ELBO):
+    r"""The importance-weighted bound of Burda et al. (2016), Rényi α = 0:
+    :math:`\hat{\mathcal L}_K = \log\frac1K\sum_k w_k`, with
+    :math:`\mathbb E\hat{\mathcal L}_K \le \log p(\mathcal D)`, non-decreasing in ``K``
+    (Burda et al., Theorem 1), the ELBO at ``K = 1``. Domke & Sheldon (2018) show it is the
+    ELBO of the implied distribution :math:`q_K` (draw ``K``, resample one ∝ :math:`w_k`), so
+    predictions should use :func:`~pyrozoo.inference.importance_resampled_samples`.
+    """
+
+    def __init__(self, num_particles: int = 8, max_plate_nesting=float("inf"), vectorize_particles: bool = False, **kwargs):
+        super().__init__(alpha=0.0, num_particles=num_particles, max_plate_nesting=max_plate_nesting, vectorize_particles=vectorize_particles, **kwargs)
