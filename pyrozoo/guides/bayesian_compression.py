@@ -1,7 +1,7 @@
 """The guide of Bayesian compression: group-scale posteriors and non-centred weight posteriors."""
 
 import math
-from typing import Callable, Dict, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 import pyro
 import pyro.distributions as dist
@@ -22,7 +22,8 @@ class BayesianCompressionGuide(SitewiseGuide):
 
     * **Group scales.** Real scale sites (BC-GNJ's ``z``) get ``q(z_g) = N(mu_g, sigma_g^2)``, a
       :class:`~pyrozoo.distributions.DropoutNormal` with ``log alpha_g = log sigma_g^2 - log
-      mu_g^2`` (clipped to ``log_alpha_bounds``), so the log-uniform KL applies (eq. 13).
+      mu_g^2`` (not clipped unless ``log_alpha_bounds`` is given), so the log-uniform KL applies
+      (eq. 13).
       Positive scale sites (BC-GHS's Gamma and inverse-Gamma factors) get log-normal
       posteriors (eq. 11), with the closed-form KLs registered for LogNormal||Gamma and
       LogNormal||InverseGamma.
@@ -35,7 +36,12 @@ class BayesianCompressionGuide(SitewiseGuide):
     :param float init_log_sigma2: initial log-variance of the weights ``w~`` and of BC-GNJ's ``z``
         (the authors' code: -9).
     :param float init_log_scale: initial log standard deviation of the log-normal scale posteriors.
-    :param log_alpha_bounds: clip range of BC-GNJ's group ``log alpha``.
+    :param log_alpha_bounds: optional clip range of BC-GNJ's group ``log alpha``; by default it is
+        not clipped, as in the authors' code (``get_log_dropout_rates``: ``z_logvar - log(z_mu^2 +
+        1e-8)``). A clip must contain the initial ``log alpha = init_log_sigma2 - log z0^2``
+        (``z0 = 1``): below the lower bound the clipped KL is constant, its gradient zero, and the
+        KL never pulls ``log alpha`` up — with Sparse VD's ``(-8, 8)`` and the authors' -9 the
+        group scales stayed at their initial value and nothing was pruned.
     """
 
     def __init__(
@@ -44,23 +50,25 @@ class BayesianCompressionGuide(SitewiseGuide):
         *,
         init_log_sigma2: float = -9.0,
         init_log_scale: float = -3.0,
-        log_alpha_bounds: Tuple[float, float] = (-8.0, 8.0),
+        log_alpha_bounds: Optional[Tuple[float, float]] = None,
         init_loc_fn: Callable = init_to_network,
         create_plates=None,
     ):
         for name, v in (("init_log_sigma2", init_log_sigma2), ("init_log_scale", init_log_scale)):
             if not (isinstance(v, (int, float)) and math.isfinite(v)):
                 raise ValueError(f"{name} must be a finite number, got {v!r}")
-        low, high = (float(b) for b in log_alpha_bounds)
-        if not (math.isfinite(low) and math.isfinite(high) and low < high):
-            raise ValueError(f"log_alpha_bounds must be finite with low < high, got {log_alpha_bounds!r}")
+        if log_alpha_bounds is not None:
+            low, high = (float(b) for b in log_alpha_bounds)
+            if not (math.isfinite(low) and math.isfinite(high) and low < high):
+                raise ValueError(f"log_alpha_bounds must be finite with low < high, got {log_alpha_bounds!r}")
+            log_alpha_bounds = (low, high)
         prior = getattr(model, "prior", None)
         if not hasattr(prior, "scale_factors"):
             raise TypeError("BayesianCompressionGuide needs a model whose prior is a GroupScalePrior (BC-GNJ or BC-GHS)")
         super().__init__(model, init_loc_fn=init_loc_fn, create_plates=create_plates)
         self.init_log_sigma2 = float(init_log_sigma2)
         self.init_log_scale = float(init_log_scale)
-        self.log_alpha_bounds = (low, high)
+        self.log_alpha_bounds = log_alpha_bounds
         self.locs = nn.ParameterDict()
         self.log_sigma2 = nn.ParameterDict()
         self.log_scales = nn.ParameterDict()
@@ -84,6 +92,16 @@ class BayesianCompressionGuide(SitewiseGuide):
         for weight in self.weight_names:
             for site, _ in self.prior.scale_factors(weight):
                 self._weight_of_scale[site] = weight
+        if self.log_alpha_bounds is not None:
+            low, high = self.log_alpha_bounds
+            for site in self._weight_of_scale:
+                if self._sites[site].family == "real":
+                    log_alpha = self.init_log_sigma2 - (self.locs[self._sites[site].key].detach() ** 2 + _FLOOR).log()
+                    if not bool(((log_alpha > low) & (log_alpha < high)).all()):
+                        raise ValueError(
+                            f"the initial log alpha of {site!r} (in [{float(log_alpha.min()):.3g}, {float(log_alpha.max()):.3g}]) lies outside "
+                            f"log_alpha_bounds ({low}, {high}): the clipped KL would have no gradient there"
+                        )
         missing = [name for name in self._sites if name not in self._weight_of_scale and name not in self.weight_names]
         if missing:
             raise ValueError(f"sites {missing} are neither group scales nor weights of the GroupScalePrior")
@@ -135,7 +153,9 @@ class BayesianCompressionGuide(SitewiseGuide):
         if info.family == "positive":
             return dist.LogNormal(loc, self._modules["log_scales"][key].exp()).to_event(info.event_dim)
         log_sigma2 = self._modules["log_sigma2"][key]
-        log_alpha = (log_sigma2 - (loc * loc + _FLOOR).log()).clamp(*self.log_alpha_bounds)
+        log_alpha = log_sigma2 - (loc * loc + _FLOOR).log()
+        if self.log_alpha_bounds is not None:
+            log_alpha = log_alpha.clamp(*self.log_alpha_bounds)
         return DropoutNormal(loc, 0.5 * log_sigma2, log_alpha).to_event(info.event_dim)
 
     def _weight_posterior(self, name, values):

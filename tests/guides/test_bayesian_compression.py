@@ -150,6 +150,41 @@ def test_group_log_alpha(kind):
         torch.testing.assert_close(la, expected.detach())
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_scale_kl_pulls_log_alpha_up_from_the_default_initialisation(device, dtype):
+    """At the authors' initialisation (z = 1, log sigma_z^2 = -9, so log alpha = -9) the gradient of
+    KL(q(z) || p(z)) (eq. 13 with Molchanov et al.'s eq. 14) in log sigma_z^2 is the derivative
+    -k1 k3 s (1 - s) - sigmoid(-log alpha) / 2 < 0 of the unclipped approximation: the KL pulls
+    log alpha up. A clip of log alpha whose lower end lies above the initial value makes it 0."""
+    from pyrozoo.distributions.kl import LOG_UNIFORM_KL_K1 as k1, LOG_UNIFORM_KL_K2 as k2, LOG_UNIFORM_KL_K3 as k3
+
+    torch.manual_seed(0)
+    model = BayesianNeuralNetwork(MLP(4, [3], 2).to(device=device, dtype=dtype), GroupNormalJeffreysPrior(), Categorical(dataset_size=20))
+    guide = BayesianCompressionGuide(model).to(device)
+    x, y = torch.rand(6, 4, device=device, dtype=dtype), torch.randint(0, 2, (6,), device=device)
+    guide(x, y)
+    guide._last_args = (x, y)
+    for w in guide.weight_names:
+        site = f"{w}.scale"
+        key = guide._sites[site].key
+        log_sigma2 = guide.log_sigma2[key]
+        kl = kl_divergence(guide.posterior(site), _model_site_distribution(model, guide, site)).sum()
+        (grad,) = torch.autograd.grad(kl, log_sigma2)
+        log_alpha = (log_sigma2 - guide.locs[key].pow(2).log()).detach()
+        s = torch.sigmoid(k2 + k3 * log_alpha)
+        expected = -k1 * k3 * s * (1 - s) - 0.5 * torch.sigmoid(-log_alpha)
+        torch.testing.assert_close(grad, expected)
+        assert bool((grad < -0.4).all())
+
+
+def test_log_alpha_bounds_must_contain_the_initial_log_alpha():
+    model = BayesianNeuralNetwork(MLP(4, [3], 2), GroupNormalJeffreysPrior(), Categorical(10))
+    x, y = torch.rand(6, 4), torch.randint(0, 2, (6,))
+    with pytest.raises(ValueError, match="outside log_alpha_bounds"):
+        BayesianCompressionGuide(model, init_log_sigma2=-9.0, log_alpha_bounds=(-8.0, 8.0))(x, y)
+    BayesianCompressionGuide(model, init_log_sigma2=-9.0, log_alpha_bounds=(-10.0, 8.0))(x, y)
+
+
 @pytest.mark.parametrize("kind", sorted(PRIORS))
 def test_trains_with_local_reparameterization_and_closed_form_elbo(kind):
     """A few steps of fit reduce the loss (the full objective runs on both priors' sites)."""
