@@ -60,7 +60,21 @@ def _score_function(site):
     return score
 
 
-class ClosedFormKL_ELBO(ELBO):
+class DifferentiableLossELBO:
+    """Mixin for an ``ELBO`` whose ``differentiable_loss`` is the whole objective: ``loss``
+    and ``loss_and_grads`` follow from it (put it before the ``ELBO`` base)."""
+
+    def loss(self, model, guide, *args, **kwargs) -> float:
+        with torch.no_grad():
+            return torch_item(self.differentiable_loss(model, guide, *args, **kwargs))
+
+    def loss_and_grads(self, model, guide, *args, **kwargs) -> float:
+        loss = self.differentiable_loss(model, guide, *args, **kwargs)
+        loss.backward(retain_graph=self.retain_graph)
+        return torch_item(loss)
+
+
+class ClosedFormKL_ELBO(DifferentiableLossELBO, ELBO):
     r"""ELBO with the KL term in closed form wherever one is registered.
 
     .. math::
@@ -261,11 +275,3 @@ class ClosedFormKL_ELBO(ELBO):
             warn_if_nan(loss, "loss")
         return loss
 
-    def loss(self, model, guide, *args, **kwargs):
-        with torch.no_grad():
-            return torch_item(self.differentiable_loss(model, guide, *args, **kwargs))
-
-    def loss_and_grads(self, model, guide, *args, **kwargs):
-        loss = self.differentiable_loss(model, guide, *args, **kwargs)
-        loss.backward(retain_graph=self.retain_graph)
-        return torch_item(loss)

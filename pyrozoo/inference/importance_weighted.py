@@ -48,12 +48,12 @@ import torch
 from pyro import poutine
 from pyro.distributions.util import is_identically_zero, scale_and_mask
 from pyro.infer.renyi_elbo import RenyiELBO
-from pyro.infer.util import torch_item
 from pyro.poutine.runtime import _PYRO_STACK
 from pyro.poutine.util import site_is_subsample
 from pyro.util import warn_if_nan
 
 from pyrozoo.guides.base import SitewiseGuide
+from pyrozoo.inference.elbo import DifferentiableLossELBO
 from pyrozoo.models.bnn import BayesianNeuralNetwork
 from pyrozoo.poutine.weight_noise import WeightNoiseMessenger
 
@@ -213,7 +213,7 @@ class _ImportanceWeights:
         return guide_traces, torch.stack(log_joint), torch.stack(log_q)
 
 
-class Renyi_ELBO(RenyiELBO):
+class Renyi_ELBO(DifferentiableLossELBO, RenyiELBO):
     r"""The variational Rényi bound's ``K``-sample estimate :math:`\hat{\mathcal L}_\alpha` (Li & Turner 2016),
     with ``differentiable_loss`` (Pyro's ``RenyiELBO`` has only ``loss`` and
     ``loss_and_grads``), so it works with :func:`~pyrozoo.inference.fit` and any zoo guide.
@@ -266,15 +266,6 @@ class Renyi_ELBO(RenyiELBO):
         if pyro.infer.util.is_validation_enabled():
             warn_if_nan(bound, "loss")
         return -bound
-
-    def loss(self, model, guide, *args, **kwargs) -> float:
-        with torch.no_grad():
-            return torch_item(self.differentiable_loss(model, guide, *args, **kwargs))
-
-    def loss_and_grads(self, model, guide, *args, **kwargs) -> float:
-        loss = self.differentiable_loss(model, guide, *args, **kwargs)
-        loss.backward(retain_graph=self.retain_graph)
-        return torch_item(loss)
 
 
 class ImportanceWeighted_ELBO(Renyi_ELBO):

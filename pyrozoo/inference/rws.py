@@ -34,12 +34,12 @@ from typing import Dict
 
 import torch
 from pyro.infer.elbo import ELBO
-from pyro.infer.util import torch_item
 
+from pyrozoo.inference.elbo import DifferentiableLossELBO
 from pyrozoo.inference.importance_weighted import _ImportanceWeights, weight_diagnostics
 
 
-class ReweightedWakeSleepLoss(ELBO):
+class ReweightedWakeSleepLoss(DifferentiableLossELBO, ELBO):
     r"""The wake-φ loss :math:`-\sum_k \mathrm{sg}(\hat w_k)\log q(\mathrm{sg}(\theta_k))` plus
     the wake-θ IWAE loss for model parameters, as one differentiable scalar.
 
@@ -78,12 +78,3 @@ class ReweightedWakeSleepLoss(ELBO):
         K = log_w.shape[0]
         wake_theta = -(torch.logsumexp(log_joint - log_q.detach(), 0) - math.log(K))
         return wake_theta + (wake_phi - wake_phi.detach())
-
-    def loss(self, model, guide, *args, **kwargs) -> float:
-        with torch.no_grad():
-            return torch_item(self.differentiable_loss(model, guide, *args, **kwargs))
-
-    def loss_and_grads(self, model, guide, *args, **kwargs) -> float:
-        loss = self.differentiable_loss(model, guide, *args, **kwargs)
-        loss.backward(retain_graph=self.retain_graph)
-        return torch_item(loss)
