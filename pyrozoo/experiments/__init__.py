@@ -11,7 +11,9 @@
 * :mod:`pyrozoo.experiments.compare` — runs methods of these registries side by side under
   a matched budget of gradient evaluations (``examples/compare_objectives.py``).
 
-Method modules in this package are discovered and imported by :func:`load_methods`.
+All three registries are :class:`~pyrozoo.experiments.registry.MethodRegistry` objects
+(``UCI_REGISTRY``, ``MNIST_REGISTRY``, ``COMPRESSION_REGISTRY``); method modules in this
+package are discovered and imported by :func:`load_methods`.
 """
 
 import importlib

@@ -8,9 +8,11 @@ writes one CSV row per run with the columns :data:`CSV_COLUMNS`.
 """
 
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Optional
+from typing import Dict, Optional
 
 import torch
+
+from pyrozoo.experiments.registry import Method, MethodRegistry
 
 #: columns of the ``--out`` CSV of ``examples/compress_lenet.py`` (test_error in percent)
 CSV_COLUMNS = [
@@ -60,28 +62,16 @@ class CompressionResult:
         return self.params_total / max(self.params_kept, 1)
 
 
-@dataclass
-class CompressionMethod:
-    name: str
-    run: Callable[[tuple, tuple, CompressionConfig], CompressionResult]
-    description: str
-
-
-COMPRESSION_METHODS: Dict[str, CompressionMethod] = {}
+#: the LeNet compression methods: ``run(train, test, config) -> CompressionResult``, in modules ``compress_*.py``
+COMPRESSION_REGISTRY = MethodRegistry("compression", "compress_")
+COMPRESSION_METHODS: Dict[str, Method] = COMPRESSION_REGISTRY.methods
+CompressionMethod = Method
 
 
 def register_compression_method(name: str, description: str = ""):
-    def decorator(fn):
-        if name in COMPRESSION_METHODS:
-            raise ValueError(f"compression method {name!r} registered twice")
-        COMPRESSION_METHODS[name] = CompressionMethod(name, fn, description or (fn.__doc__ or "").strip().split("\n")[0])
-        return fn
-
-    return decorator
+    """Decorator registering ``run(train, test, config) -> CompressionResult`` under ``name``."""
+    return COMPRESSION_REGISTRY.register(name, description)
 
 
-def available_methods() -> Dict[str, CompressionMethod]:
-    from pyrozoo.experiments import load_methods
-
-    load_methods("compress_")
-    return dict(COMPRESSION_METHODS)
+def available_methods() -> Dict[str, Method]:
+    return COMPRESSION_REGISTRY.available()

@@ -11,13 +11,13 @@ beside the UCI methods. (The LeNet *compression* protocol, which evaluates prune
 is :mod:`pyrozoo.experiments.lenet`.)
 """
 
-import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 import torch
 
 from pyrozoo.data import load_mnist
+from pyrozoo.experiments.registry import Method, MethodRegistry
 
 
 @dataclass
@@ -54,47 +54,25 @@ class MNISTRunConfig:
     extra: dict = field(default_factory=dict)
 
 
-@dataclass
-class MNISTMethod:
-    name: str
-    run: Callable[[MNISTData, MNISTRunConfig], dict]
-    description: str
-
-
-MNIST_METHODS: Dict[str, MNISTMethod] = {}
+#: the MNIST protocol's methods: ``run(data, config) -> {"error", "test_ll", ...}``, in modules ``mnist_*.py``
+MNIST_REGISTRY = MethodRegistry("MNIST", "mnist_")
+MNIST_METHODS: Dict[str, Method] = MNIST_REGISTRY.methods
+MNISTMethod = Method
 
 
 def register_mnist_method(name: str, description: str = ""):
     """Decorator registering ``run(data, config) -> {"error", "test_ll", ...}`` under ``name``."""
-
-    def decorator(fn):
-        if name in MNIST_METHODS:
-            raise ValueError(f"MNIST method {name!r} registered twice")
-        MNIST_METHODS[name] = MNISTMethod(name, fn, description or (fn.__doc__ or "").strip().split("\n")[0])
-        return fn
-
-    return decorator
+    return MNIST_REGISTRY.register(name, description)
 
 
-def available_methods() -> Dict[str, MNISTMethod]:
-    from pyrozoo.experiments import load_methods
-
-    load_methods("mnist_")
-    return dict(MNIST_METHODS)
+def available_methods() -> Dict[str, Method]:
+    return MNIST_REGISTRY.available()
 
 
 def run_mnist(method: str, data: MNISTData, config: MNISTRunConfig) -> dict:
     """Runs one method; adds ``train_seconds`` (wall clock of the whole run, evaluation included)."""
-    methods = MNIST_METHODS if method in MNIST_METHODS else available_methods()
-    if method not in methods:
-        raise ValueError(f"unknown MNIST method {method!r}; available: {', '.join(sorted(methods))}")
-    t0 = time.perf_counter()
-    result = dict(methods[method].run(data.to(config.device), config))
-    result.setdefault("train_seconds", time.perf_counter() - t0)
-    for key in ("error", "test_ll"):
-        if key not in result:
-            raise RuntimeError(f"MNIST method {method!r} returned no {key!r}")
-    return result
+    MNIST_REGISTRY.get(method)
+    return MNIST_REGISTRY.run_timed(method, data.to(config.device), config, required=("error", "test_ll"))
 
 
 def shape(data: MNISTData) -> Tuple[int, int]:

@@ -12,9 +12,8 @@ optimizer or sampler step per minibatch, ``epochs`` passes): the comparison harn
 through :func:`pyrozoo.inference.evaluate` so that calibration can be recorded.
 """
 
-import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Optional
+from typing import Dict, Optional
 
 import pandas as pd
 import pyro.distributions as dist
@@ -23,6 +22,7 @@ import torch
 from pyrozoo.data import UCISplit
 from pyrozoo.data.paths import resolve_data_dir
 from pyrozoo.models import MLP, BayesianNeuralNetwork, Gaussian
+from pyrozoo.experiments.registry import Method, MethodRegistry
 from pyrozoo.reporting import mean_and_stderr
 
 
@@ -42,26 +42,15 @@ class UCIRunConfig:
     extra: dict = field(default_factory=dict)
 
 
-@dataclass
-class UCIMethod:
-    name: str
-    run: Callable[[UCISplit, UCIRunConfig], dict]
-    description: str
-
-
-UCI_METHODS: Dict[str, UCIMethod] = {}
+#: the UCI protocol's methods: ``run(split, config) -> {"rmse", "test_ll", ...}``, in modules ``uci_*.py``
+UCI_REGISTRY = MethodRegistry("UCI", "uci_")
+UCI_METHODS: Dict[str, Method] = UCI_REGISTRY.methods
+UCIMethod = Method
 
 
 def register_uci_method(name: str, description: str = ""):
     """Decorator registering ``run(split, config) -> {"rmse", "test_ll", ...}`` under ``name``."""
-
-    def decorator(fn):
-        if name in UCI_METHODS:
-            raise ValueError(f"UCI method {name!r} registered twice")
-        UCI_METHODS[name] = UCIMethod(name, fn, description or (fn.__doc__ or "").strip().split("\n")[0])
-        return fn
-
-    return decorator
+    return UCI_REGISTRY.register(name, description)
 
 
 def uci_model(split: UCISplit, prior, precision_prior, config: UCIRunConfig, n_hidden: Optional[int] = None) -> BayesianNeuralNetwork:
@@ -74,25 +63,14 @@ def uci_model(split: UCISplit, prior, precision_prior, config: UCIRunConfig, n_h
     return BayesianNeuralNetwork(net, prior, likelihood)
 
 
-def available_methods() -> Dict[str, UCIMethod]:
-    from pyrozoo.experiments import load_methods
-
-    load_methods("uci_")
-    return dict(UCI_METHODS)
+def available_methods() -> Dict[str, Method]:
+    return UCI_REGISTRY.available()
 
 
 def run_split(method: str, split: UCISplit, config: UCIRunConfig) -> dict:
     """Runs one method on one split; adds ``train_seconds`` (wall clock of the whole run)."""
-    methods = UCI_METHODS if method in UCI_METHODS else available_methods()
-    if method not in methods:
-        raise ValueError(f"unknown UCI method {method!r}; available: {', '.join(sorted(methods))}")
-    t0 = time.perf_counter()
-    result = dict(methods[method].run(split.to(config.device, config.dtype), config))
-    result.setdefault("train_seconds", time.perf_counter() - t0)
-    for key in ("rmse", "test_ll"):
-        if key not in result:
-            raise RuntimeError(f"UCI method {method!r} returned no {key!r}")
-    return result
+    UCI_REGISTRY.get(method)  # an unknown name fails before the data moves
+    return UCI_REGISTRY.run_timed(method, split.to(config.device, config.dtype), config, required=("rmse", "test_ll"))
 
 
 def published_baselines(data_dir=None) -> pd.DataFrame:

@@ -60,6 +60,31 @@ def _score_function(site):
     return score
 
 
+def direct_arguments(model, guide, args, kwargs):
+    """``(x, y, subsample)`` when a call ``(model, guide, *args, **kwargs)`` can be evaluated
+    without Pyro traces, else ``None``: a :class:`~pyrozoo.models.BayesianNeuralNetwork`, a
+    set-up :class:`~pyrozoo.guides.SitewiseGuide` of that very model without plates, and
+    observed targets. (Which handlers may be on the stack is for each caller to decide.)"""
+    if not (isinstance(model, BayesianNeuralNetwork) and isinstance(guide, SitewiseGuide)):
+        return None
+    if guide.prototype_trace is None or guide.model is not model or guide._has_plates:
+        return None
+    try:
+        x, y, subsample = model.split_args(*args, **kwargs)
+    except TypeError:
+        return None
+    return None if y is None else (x, y, subsample)
+
+
+def direct_latent_sites(model, guide, x):
+    """The model's ``(name, prior)`` latent sites at inputs ``x`` when the guide covers exactly
+    those sites, else ``None`` (the trace-based path then applies)."""
+    sites = model.latent_sites(x)
+    if sites is None or len(sites) != len(guide._sites) or any(name not in guide._sites for name, _ in sites):
+        return None
+    return sites
+
+
 class DifferentiableLossELBO:
     """Mixin for an ``ELBO`` whose ``differentiable_loss`` is the whole objective: ``loss``
     and ``loss_and_grads`` follow from it (put it before the ``ELBO`` base)."""
@@ -207,9 +232,8 @@ class ClosedFormKL_ELBO(DifferentiableLossELBO, ELBO):
         """
         if not self.fuse or self.vectorize_particles:
             return None
-        if not (isinstance(model, BayesianNeuralNetwork) and isinstance(guide, SitewiseGuide)):
-            return None
-        if guide.prototype_trace is None or guide.model is not model or guide._has_plates:
+        call = direct_arguments(model, guide, args, kwargs)
+        if call is None:
             return None
         scale, estimator = 1.0, None
         for messenger in _PYRO_STACK:  # outermost first: the innermost weight-noise handler wins, as in Pyro
@@ -219,17 +243,11 @@ class ClosedFormKL_ELBO(DifferentiableLossELBO, ELBO):
                 estimator = messenger.estimator
             else:
                 return None
-        try:
-            x, y, subsample = model.split_args(*args, **kwargs)
-        except TypeError:
-            return None
-        if y is None:
-            return None
-        return scale, estimator, x, y, subsample
+        return (scale, estimator) + call
 
     def _direct_elbo_particle(self, model, guide, scale, estimator, x, y, subsample):
-        sites = model.latent_sites(x)
-        if sites is None or len(sites) != len(guide._sites) or any(name not in guide._sites for name, _ in sites):
+        sites = direct_latent_sites(model, guide, x)
+        if sites is None:
             return None
         values, pairs = {}, []
         for name, prior in sites:

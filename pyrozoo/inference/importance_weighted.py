@@ -52,9 +52,7 @@ from pyro.poutine.runtime import _PYRO_STACK
 from pyro.poutine.util import site_is_subsample
 from pyro.util import warn_if_nan
 
-from pyrozoo.guides.base import SitewiseGuide
-from pyrozoo.inference.elbo import DifferentiableLossELBO
-from pyrozoo.models.bnn import BayesianNeuralNetwork
+from pyrozoo.inference.elbo import DifferentiableLossELBO, direct_arguments, direct_latent_sites
 from pyrozoo.poutine.weight_noise import WeightNoiseMessenger
 
 MINIBATCH_BIAS_WARNING = (
@@ -120,18 +118,12 @@ class _ImportanceWeights:
     def direct(self, model, guide, num_particles, args, kwargs, detach_samples=False):
         """``(values, log_joint, log_q)`` with ``(K, ...)`` values per site and ``(K,)``
         log-densities, or ``None`` when the direct path does not apply."""
-        if not (isinstance(model, BayesianNeuralNetwork) and isinstance(guide, SitewiseGuide)):
+        call = None if _PYRO_STACK else direct_arguments(model, guide, args, kwargs)
+        if call is None:
             return None
-        if guide.prototype_trace is None or guide.model is not model or guide._has_plates or _PYRO_STACK:
-            return None
-        try:
-            x, y, subsample = model.split_args(*args, **kwargs)
-        except TypeError:
-            return None
-        if y is None:
-            return None
-        sites = model.latent_sites(x)
-        if sites is None or len(sites) != len(guide._sites) or any(name not in guide._sites for name, _ in sites):
+        x, y, subsample = call
+        sites = direct_latent_sites(model, guide, x)
+        if sites is None:
             return None
         N = model.likelihood.dataset_size
         if N is not None and len(y) < N:

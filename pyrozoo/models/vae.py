@@ -167,13 +167,46 @@ class AggregatedPosteriorPrior(nn.Module):
         return SemiImplicit(mixing, _diagonal_normal, (self.encoder.latent_dim,), num_mixing=self.num_mixing, share_mixing=True)
 
     @torch.no_grad()
-    def empirical_distribution(self, num_points: int) -> SemiImplicit:
-        """An explicit mixture of ``q(z | x_j)`` over ``num_points`` training points drawn with
-        replacement: its density is an unbiased estimate of this prior's density at every
-        ``z``, so importance-sampled log-likelihoods with it are lower bounds in expectation."""
-        idx = torch.randint(self.data.shape[0], (num_points,), device=self.data.device)
-        loc, log_scale = self.atoms(idx)
-        return SemiImplicit(FiniteMixing((loc, log_scale)), _diagonal_normal, (self.encoder.latent_dim,), num_mixing=None)
+    def empirical_distribution(self, num_points: Optional[int] = None, *, chunk_size: int = 4096) -> SemiImplicit:
+        """An explicit mixture of ``q(z | x_j)`` for evaluation.
+
+        ``num_points=None`` takes every training input once: the aggregated posterior itself
+        (Eq. 21, evaluated exactly as the thesis does at test time) when there is no random
+        ``transform``, and with one (e.g. a random binarisation) a single draw of it per input.
+        An integer draws that many training points with replacement. In both random cases
+        the mixture's density is an unbiased estimate of this prior's density at every
+        ``z``, so importance-sampled log-likelihoods with it are lower bounds in
+        expectation, tighter the more points are used.
+
+        :param int chunk_size: atoms per chunk when the density is evaluated (bounds memory).
+        """
+        n = self.data.shape[0]
+        if num_points is None:
+            idx = torch.arange(n, device=self.data.device)
+        else:
+            if isinstance(num_points, bool) or not isinstance(num_points, int) or num_points < 1:
+                raise ValueError(f"num_points must be a positive int or None (all {n} training points), got {num_points!r}")
+            idx = torch.randint(n, (num_points,), device=self.data.device)
+        parts = [self.atoms(chunk) for chunk in idx.split(chunk_size)]
+        loc = torch.cat([p[0] for p in parts])
+        log_scale = torch.cat([p[1] for p in parts])
+        return SemiImplicit(FiniteMixing((loc, log_scale)), _diagonal_normal, (self.encoder.latent_dim,), num_mixing=None, chunk_size=chunk_size)
+
+    @torch.no_grad()
+    def estimate_gap(self, z: torch.Tensor, num_mixing: Optional[int] = None, *, repeats: int = 10) -> torch.Tensor:
+        r"""Per-value :math:`\log p(z) - \mathbb E \log \hat p_K(z)`: how far the DSIVI prior-side
+        estimate from ``K = num_mixing`` sampled training points (shared by all values, as in
+        training) falls below the density over all training points, averaged over ``repeats``
+        independent estimates. Non-negative in expectation (Jensen); it is the looseness, in
+        nats per data point, that the prior term adds to the DSIVI bound (Eq. 14).
+        """
+        if repeats < 1:
+            raise ValueError(f"repeats must be >= 1, got {repeats}")
+        k = self.num_mixing if num_mixing is None else num_mixing
+        full = self.empirical_distribution(None).log_prob(z)
+        prior = self.distribution()
+        estimates = torch.stack([prior.log_prob_estimate(z, k) for _ in range(repeats)])
+        return full - estimates.mean(0)
 
 
 class VAE(nn.Module):
@@ -210,18 +243,17 @@ class VAE(nn.Module):
         r"""Per-example importance-sampling estimate :math:`\log \frac1S \sum_s p(x \mid z_s) p(z_s) / q(z_s \mid x)`
         with ``S = num_samples`` draws from the guide (Burda et al. 2016's bound; exact as ``S -> inf``).
 
-        With an :class:`AggregatedPosteriorPrior`, ``p(z)`` is replaced by the density of an
-        empirical mixture over ``prior_points`` training points, fresh per batch; it is
-        unbiased for ``p(z)``, so the result is a lower bound in expectation (the "≥" of
-        the thesis' Table 3).
+        With an :class:`AggregatedPosteriorPrior`, ``p(z)`` is the mixture of
+        :meth:`AggregatedPosteriorPrior.empirical_distribution`, fresh per batch: over all
+        training points (``prior_points=None``, exact without a random transform) or over
+        ``prior_points`` sampled ones. A random mixture is unbiased for ``p(z)``, so the result
+        is then a lower bound in expectation (the "≥" of the thesis' Table 3).
         """
         if num_samples < 1:
             raise ValueError("num_samples must be >= 1")
         out = []
         for xb in torch.split(x.flatten(1), batch_size):
             if isinstance(self.prior, AggregatedPosteriorPrior):
-                if prior_points is None:
-                    raise ValueError("the aggregated-posterior prior needs prior_points= for evaluation")
                 p = self.prior.empirical_distribution(prior_points)
             else:
                 p = self.prior.distribution()

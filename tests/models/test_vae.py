@@ -69,6 +69,46 @@ def test_empirical_prior_is_unbiased(device):
     assert ((densities.mean(0) - target).abs() < 4.5 * se).all()
 
 
+@pytest.mark.parametrize("chunk_size", [5, 4096])
+def test_all_points_mixture_is_the_aggregated_posterior(device, chunk_size):
+    """Without a random transform, ``empirical_distribution(None)`` is Eq. 21 exactly, in
+    any chunking: the density equals the mean of the component densities computed directly."""
+    model, guide, x = build("aggregated", device, n=12)
+    prior = model.prior
+    z = torch.randn(7, 3, device=device, dtype=torch.float64)
+    with torch.no_grad():
+        loc, log_scale = (t.double() for t in prior.atoms(torch.arange(12, device=device)))
+        components = torch.distributions.Normal(loc, log_scale.exp()).log_prob(z.unsqueeze(1)).sum(-1)
+        direct = torch.logsumexp(components, 1) - math.log(12)
+        mixture = prior.empirical_distribution(None, chunk_size=chunk_size)
+        assert torch.allclose(mixture.log_prob(z.float()).double(), direct, atol=1e-4)
+    with pytest.raises(ValueError, match="num_points"):
+        prior.empirical_distribution(0)
+
+
+def test_estimate_gap_shrinks_with_more_mixing_draws(device):
+    """Jensen: the K-point estimate of log p(z) is low on average, less so for larger K."""
+    model, guide, x = build("aggregated", device, n=30)
+    prior = model.prior
+    with torch.no_grad():  # separated, narrow components, so that the estimates are visibly loose
+        last = [m for m in prior.encoder.modules() if isinstance(m, torch.nn.Linear)][-1]
+        last.weight[:3] *= 10.0
+        last.bias[3:] = -2.0
+    torch.manual_seed(1)
+    with torch.no_grad():
+        z = guide.distribution(x).sample()
+    # one repeat per call: the spread over calls gives the Monte Carlo standard error
+    gaps = {k: torch.stack([prior.estimate_gap(z, k, repeats=1).mean() for _ in range(400)]) for k in (1, 8, 64)}
+    for small, large in ((1, 8), (8, 64)):
+        diff = gaps[small] - gaps[large]
+        assert diff.mean() > 4 * diff.std() / math.sqrt(len(diff))
+    assert gaps[64].mean() > 4 * gaps[64].std() / math.sqrt(400)
+    averaged = prior.estimate_gap(z, 8, repeats=400).mean()
+    assert (averaged - gaps[8].mean()).abs() < 4 * gaps[8].std() / math.sqrt(200)
+    with pytest.raises(ValueError, match="repeats"):
+        prior.estimate_gap(z, 4, repeats=0)
+
+
 def test_importance_sampling_tightens_with_more_samples(device):
     model, guide, x = build("vamp", device)
     pyro.set_rng_seed(0)
@@ -76,8 +116,6 @@ def test_importance_sampling_tightens_with_more_samples(device):
     many = model.log_likelihood(guide, x, 200)
     diff = many - one
     assert diff.mean() > 4 * diff.std() / math.sqrt(len(diff))
-    with pytest.raises(ValueError, match="prior_points"):
-        build("aggregated", device)[0].log_likelihood(guide, x, 2)
 
 
 def test_validation():
