@@ -265,18 +265,17 @@ def main(argv=None):
         if len(ours):
             gaps.append(f"{prior_name} K={K}: {ours.test_ll.mean():.2f} here vs {reference} published ({ours.test_ll.mean() - reference:+.2f} nats)")
     timing = ""
-    looseness = []
+    looseness_rows = []
     normal = df[df.prior == "normal"]
     for _, r in df[df.prior == "dsivi"].iterrows():
         own = r.get(f"prior_term_gap_K{int(r.K)}")
         if len(normal) and own is not None and math.isfinite(own):
             excess = r.final_train_loss_per_example - normal.final_train_loss_per_example.mean()
-            looseness.append(
+            looseness_rows.append(
                 f"dsivi K={int(r.K)} ends training {excess:.1f} nats per image above the Normal prior's loss, and its own "
                 f"K-point prior estimate is {own:.1f} nats looser than the ELBO under the aggregated prior"
             )
-    if looseness:
-        timing += " Looseness of the training bound: " + "; ".join(looseness) + "."
+    looseness = (" Looseness of the training bound: " + "; ".join(looseness_rows) + ".") if looseness_rows else ""
     trained_dsivi = [K for name, K in runs if name == "dsivi"]
     if args.time_k and trained_dsivi and args.time_k not in trained_dsivi:
         seconds = time_dsivi_step(args.time_k, x_train, args, device)
@@ -304,7 +303,7 @@ def main(argv=None):
         f"on the full test set. Ours: {args.epochs} epochs ({args.epochs / 2000:.1%} of that epoch budget; a CPU budget), "
         f"{args.warmup_epochs} warm-up epochs, plain ReLU MLPs, {args.ll_samples} importance samples on {len(x_test)} "
         "test images; only the ordering of the priors is comparable, not the absolute values. "
-        "Differences to the published numbers: " + ("; ".join(gaps) if gaps else "none comparable") + "." + timing
+        "Differences to the published numbers: " + ("; ".join(gaps) if gaps else "none comparable") + "." + looseness + timing
     )
     if args.quick:
         notes = "QUICK SMOKE CONFIGURATION - not a result.\n\n" + notes

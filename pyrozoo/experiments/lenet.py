@@ -65,7 +65,6 @@ class CompressionResult:
 #: the LeNet compression methods: ``run(train, test, config) -> CompressionResult``, in modules ``compress_*.py``
 COMPRESSION_REGISTRY = MethodRegistry("compression", "compress_")
 COMPRESSION_METHODS: Dict[str, Method] = COMPRESSION_REGISTRY.methods
-CompressionMethod = Method
 
 
 def register_compression_method(name: str, description: str = ""):

@@ -57,7 +57,6 @@ class MNISTRunConfig:
 #: the MNIST protocol's methods: ``run(data, config) -> {"error", "test_ll", ...}``, in modules ``mnist_*.py``
 MNIST_REGISTRY = MethodRegistry("MNIST", "mnist_")
 MNIST_METHODS: Dict[str, Method] = MNIST_REGISTRY.methods
-MNISTMethod = Method
 
 
 def register_mnist_method(name: str, description: str = ""):

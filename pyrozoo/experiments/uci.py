@@ -45,7 +45,6 @@ class UCIRunConfig:
 #: the UCI protocol's methods: ``run(split, config) -> {"rmse", "test_ll", ...}``, in modules ``uci_*.py``
 UCI_REGISTRY = MethodRegistry("UCI", "uci_")
 UCI_METHODS: Dict[str, Method] = UCI_REGISTRY.methods
-UCIMethod = Method
 
 
 def register_uci_method(name: str, description: str = ""):
