@@ -107,9 +107,21 @@ class NetworkCount:
         conv1, conv2 output channels, fc1, fc2 input features)."""
         return "-".join(str(layer.units) for layer in self.layers)
 
-    def per_layer_sparsity(self) -> List[float]:
-        """Percent of pruned weights per layer, in layer order (Molchanov et al. 2017, Table 1)."""
-        return [100.0 * layer.sparsity for layer in self.layers]
+    def per_layer_sparsity(self, dense: Optional["NetworkCount"] = None) -> List[float]:
+        """Percent of pruned weights per layer, in layer order (Molchanov et al. 2017, Table 1).
+
+        With ``dense`` (the counts of the network before pruning, layer for layer), the
+        percentages are of the dense layers' weights: an export whose layers have shrunk
+        (pruned units removed) is then measured against the network it came from, not
+        against its own smaller shapes."""
+        if dense is None:
+            return [100.0 * layer.sparsity for layer in self.layers]
+        if len(dense.layers) != len(self.layers):
+            raise ValueError(f"cannot compare {len(self.layers)} layers with a dense network of {len(dense.layers)}")
+        return [
+            100.0 * (1.0 - layer.weights_kept / reference.weights_total) if reference.weights_total else 0.0
+            for layer, reference in zip(self.layers, dense.layers)
+        ]
 
     def to_frame(self) -> pd.DataFrame:
         rows = [

@@ -14,16 +14,15 @@ default -3, the scale of the authors' LeNet-300-100 thresholds -2.8, -3, -5), ``
 (BC-GHS global scale, default 1e-5), ``checkpoint``.
 """
 
-import time
 
 import pyro
 import torch
 
-from pyrozoo.compression import apply_masks, count_network
+from pyrozoo.compression import apply_masks
 from pyrozoo.compression.group_pruning import group_masks, resolve_thresholds, weight_masks
 from pyrozoo.compression.precision import bits_per_layer, compression_with_precision, exponent_bits, format_bits, round_to_bits
 from pyrozoo.experiments.lenet import CompressionConfig, CompressionResult, register_compression_method
-from pyrozoo.experiments.lenet_recipes import classification_error, compressed_result, fit_recipe, example_input, kl_warmup, linear_to_zero, make_network, per_epoch_seconds, resolve_epochs
+from pyrozoo.experiments.lenet_recipes import classification_error, compressed_result, fit_recipe, kl_warmup, linear_to_zero, make_network, training_details, resolve_epochs
 from pyrozoo.guides.bayesian_compression import BayesianCompressionGuide
 from pyrozoo.models import BayesianNeuralNetwork, Categorical
 from pyrozoo.models.compression_priors import GroupHorseshoePrior, GroupNormalJeffreysPrior
@@ -67,8 +66,10 @@ def compress(model, guide, arch: str, test, thresholds="auto", details=None) -> 
     kept_means = [means[w][masks[w]] for w in means if bool(masks[w].any())]
     overflow = float(max(m.abs().max() for m in kept_means)) if kept_means else 0.0
     exponent = exponent_bits(overflow)
-    layer_counts = count_network(masked.cpu(), example_input(arch)).layers
-    kept = {w: layer.weights_kept for w, layer in zip(guide.weight_names, layer_counts)}
+    # the bit-precision ratio stores the export's weights, not the masked network's dead rows
+    if len(result.layer_weights_kept) != len(guide.weight_names):
+        raise RuntimeError(f"the export has {len(result.layer_weights_kept)} layers, the guide {len(guide.weight_names)}")
+    kept = dict(zip(guide.weight_names, result.layer_weights_kept))
     quantized = apply_masks(model.net, masks, values={w: round_to_bits(means[w], bits[w]) for w in means})
     log_alphas = {w: guide.group_log_alpha(w) for w in guide.weight_names}
     resolved = resolve_thresholds(guide.weight_names, thresholds, log_alphas)
@@ -87,15 +88,8 @@ def compress(model, guide, arch: str, test, thresholds="auto", details=None) -> 
 
 def _run(prior_factory, train, test, config: CompressionConfig) -> CompressionResult:
     epochs = resolve_epochs(config)
-    t0 = time.perf_counter()
     model, guide, history = train_bayesian_compression(train, config, epochs, prior_factory(config))
-    details = {
-        "epochs": epochs,
-        "seconds_per_epoch": per_epoch_seconds(history),
-        "train_seconds": time.perf_counter() - t0,
-        "final_loss": float(history.loss.iloc[-1]) if len(history) else float("nan"),
-    }
-    return compress(model, guide, config.arch, test, config.extra.get("thresholds", -3.0), details)
+    return compress(model, guide, config.arch, test, config.extra.get("thresholds", -3.0), training_details(history, epochs))
 
 
 @register_compression_method("bc-gnj", "Bayesian compression, group normal-Jeffreys prior (Louizos et al. 2017)")

@@ -29,8 +29,6 @@ Bayesian-model-average error reported beside the exported network's, default 10)
 """
 
 import json
-import math
-import time
 from pathlib import Path
 
 import pyro
@@ -39,7 +37,7 @@ import torch
 from pyrozoo.compression import apply_masks
 from pyrozoo.compression.radial_directional import posterior_mean_weights, pruning_masks, pruning_statistics
 from pyrozoo.experiments.lenet import CompressionConfig, CompressionResult, register_compression_method
-from pyrozoo.experiments.lenet_recipes import compressed_result, fit_recipe, make_network, per_epoch_seconds, resolve_epochs
+from pyrozoo.experiments.lenet_recipes import compressed_result, fit_recipe, make_network, training_details, resolve_epochs
 from pyrozoo.guides import RadialDirectionalGuide
 from pyrozoo.inference import LinearKLWarmup, evaluate
 from pyrozoo.models import BayesianNeuralNetwork, Categorical, RadialDirectionalPrior
@@ -130,12 +128,5 @@ def compress(model, guide, config: CompressionConfig, test, details=None) -> Com
 @register_compression_method("rdp", "radial-directional posteriors (Oh et al. 2020): double-grouped vMF directions, half-Cauchy radii")
 def run_rdp(train, test, config: CompressionConfig) -> CompressionResult:
     epochs = resolve_epochs(config)
-    t0 = time.perf_counter()
     model, guide, history = train_rdp(train, config, epochs)
-    details = {
-        "epochs": epochs,
-        "seconds_per_epoch": per_epoch_seconds(history),
-        "train_seconds": time.perf_counter() - t0,
-        "final_loss": float(history.loss.iloc[-1]) if len(history) else math.nan,
-    }
-    return compress(model, guide, config, test, details)
+    return compress(model, guide, config, test, training_details(history, epochs))

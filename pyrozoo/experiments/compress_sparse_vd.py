@@ -10,13 +10,12 @@ evaluated. ``--extra '{"prior": "ard"}'`` trains with the ARD KL ``1/2 log(1 + 1
 of the log-uniform prior's.
 """
 
-import time
 
 import pyro
 import torch
 
 from pyrozoo.experiments.lenet import CompressionConfig, CompressionResult, register_compression_method
-from pyrozoo.experiments.lenet_recipes import compressed_result, fit_recipe, kl_warmup, linear_to_zero, make_network, per_epoch_seconds, resolve_epochs
+from pyrozoo.experiments.lenet_recipes import compressed_result, fit_recipe, kl_warmup, linear_to_zero, make_network, training_details, resolve_epochs
 from pyrozoo.guides.variational_dropout import SparseVariationalDropoutGuide
 from pyrozoo.models import BayesianNeuralNetwork, Categorical
 from pyrozoo.models.dropout_priors import ARDPrior, LogUniformPrior
@@ -49,18 +48,6 @@ def train_sparse_vd(train, config: CompressionConfig, epochs: int):
 @register_compression_method("sparse-vd", "Sparse variational dropout (Molchanov et al. 2017), pruned at log alpha > 3")
 def run_sparse_vd(train, test, config: CompressionConfig) -> CompressionResult:
     epochs = resolve_epochs(config)
-    t0 = time.perf_counter()
     model, guide, history = train_sparse_vd(train, config, epochs)
     pruned = guide.mean_network(masked=True)
-    return compressed_result(
-        pruned,
-        model.net,
-        config.arch,
-        test,
-        details={
-            "epochs": epochs,
-            "seconds_per_epoch": per_epoch_seconds(history),
-            "train_seconds": time.perf_counter() - t0,
-            "final_loss": float(history.loss.iloc[-1]) if len(history) else float("nan"),
-        },
-    )
+    return compressed_result(pruned, model.net, config.arch, test, details=training_details(history, epochs))

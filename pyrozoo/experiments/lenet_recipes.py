@@ -127,12 +127,13 @@ def compressed_result(
     scale = float(masked_net(x_check).abs().max())
     if not gap <= 1e-4 * (1.0 + scale):
         raise RuntimeError(f"the structured export differs from the masked network by {gap:.3g}")
-    total = count_network(dense_net.cpu(), x_example).params_total
+    dense_counts = count_network(dense_net.cpu(), x_example)
     counts = count_network(compressed, x_example)
-    masked_counts = count_network(masked_net, x_example)
     error = classification_error(compressed, test, device=torch.device("cpu"))
     info = {
-        "per_layer_sparsity": format_sparsity(masked_counts.per_layer_sparsity()),
+        # of the export: weights of removed units count as pruned even where the masked
+        # network still holds them (e.g. conv2 filters reading a pruned conv1 channel)
+        "per_layer_sparsity": format_sparsity(counts.per_layer_sparsity(dense_counts)),
         "dense_flops_of_export": counts.dense_flops,
         # bytes of the export with CSR layers (float32 values, int32 indices) vs the dense float32 network
         "sparse_storage_bytes": sparse_storage_bytes(to_sparse(compressed)),
@@ -142,11 +143,12 @@ def compressed_result(
     }
     return CompressionResult(
         test_error=error,
-        params_total=total,
+        params_total=dense_counts.params_total,
         params_kept=counts.params_kept,
         flops=counts.flops,
         pruned_architecture=counts.pruned_architecture,
         details=info,
+        layer_weights_kept=[layer.weights_kept for layer in counts.layers],
     )
 
 
@@ -158,5 +160,13 @@ def resolve_epochs(config: CompressionConfig, default: int = PAPER_EPOCHS) -> in
     return 1 if config.quick else default
 
 
-def per_epoch_seconds(history) -> float:
-    return float(history.seconds.median()) if len(history) else math.nan
+def training_details(history, epochs: int) -> Dict:
+    """What every LeNet recipe reports of its training, from the ``fit`` history. The history
+    travels in the checkpoint, so ``train_seconds`` covers all epochs of a run resumed across
+    processes (and a finished checkpoint re-evaluated later reports the same figures)."""
+    return {
+        "epochs": epochs,
+        "seconds_per_epoch": float(history.seconds.median()) if len(history) else math.nan,
+        "train_seconds": float(history.seconds.sum()) if len(history) else math.nan,
+        "final_loss": float(history.loss.iloc[-1]) if len(history) else math.nan,
+    }

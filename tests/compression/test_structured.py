@@ -31,6 +31,15 @@ def test_exported_model_equals_masked_model(arch, keep, device):
     assert after.params_total <= before.params_total
     assert after.params_kept <= before.params_kept
     assert after.dense_flops <= before.dense_flops
+    # per-layer sparsity of the export against the dense layers: never below the masked
+    # network's (removed units take their dead weights with them), and consistent with the totals
+    dense = count_network(net, x[:1])
+    sparsity = after.per_layer_sparsity(dense)
+    assert all(s_after >= s_before - 1e-9 for s_after, s_before in zip(sparsity, before.per_layer_sparsity()))
+    kept = [layer.weights_total * (1 - s / 100) for layer, s in zip(dense.layers, sparsity)]
+    assert sum(kept) == pytest.approx(after.params_kept)
+    with pytest.raises(ValueError, match="layers"):
+        after.per_layer_sparsity(count_network(nn.Linear(3, 2), torch.rand(1, 3)))
 
 
 @pytest.mark.parametrize("arch", ["mlp", "lenet300", "lenet5"])
