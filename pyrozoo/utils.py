@@ -1,6 +1,7 @@
 """Devices, seeds and command-line integer ranges."""
 
-from typing import List, Optional, Union
+from contextlib import contextmanager
+from typing import Iterator, List, Optional, Union
 
 import pyro
 import torch
@@ -42,3 +43,17 @@ def parse_int_ranges(spec: str) -> List[int]:
         elif part:
             out.append(int(part))
     return out
+
+
+@contextmanager
+def evaluation_mode(module: torch.nn.Module) -> Iterator[torch.nn.Module]:
+    """``module`` in eval mode for the block, each submodule's own mode restored after:
+    measurements must neither use nor update batch-normalisation statistics of the data they
+    measure on."""
+    modes = {m: m.training for m in module.modules()}
+    module.eval()
+    try:
+        yield module
+    finally:
+        for m, training in modes.items():
+            m.train(training)

@@ -123,7 +123,9 @@ class NetworkCount:
             for layer, reference in zip(self.layers, dense.layers)
         ]
 
-    def to_frame(self) -> pd.DataFrame:
+    def to_frame(self, dense: Optional["NetworkCount"] = None) -> pd.DataFrame:
+        """One row per layer; ``sparsity_percent`` as :meth:`per_layer_sparsity` (against
+        ``dense`` when given)."""
         rows = [
             {
                 "layer": layer.name,
@@ -131,11 +133,11 @@ class NetworkCount:
                 "weight_shape": "x".join(str(s) for s in layer.weight_shape),
                 "weights_total": layer.weights_total,
                 "weights_kept": layer.weights_kept,
-                "sparsity_percent": 100.0 * layer.sparsity,
+                "sparsity_percent": sparsity,
                 "units": layer.units,
                 "flops": layer.flops,
             }
-            for layer in self.layers
+            for layer, sparsity in zip(self.layers, self.per_layer_sparsity(dense))
         ]
         return pd.DataFrame(rows)
 

@@ -13,7 +13,7 @@ case), and a weight costs ``1 + exponent + t_l`` bits (sign, exponent, significa
 """
 
 import math
-from typing import Dict, Sequence
+from typing import Dict, Optional, Sequence
 
 import torch
 
@@ -38,13 +38,31 @@ def exponent_bits(max_magnitude: float) -> int:
     return int(math.ceil(math.log2(max(math.log2(max(max_magnitude, 1e-300)), 1.0) + 1.0) + 1.0))
 
 
-def round_to_bits(w: torch.Tensor, bits: int) -> torch.Tensor:
-    """``w`` with its significand rounded to ``bits`` bits (the exponent kept)."""
+def round_to_bits(w: torch.Tensor, bits: int, exponent: Optional[int] = None, max_magnitude: Optional[float] = None) -> torch.Tensor:
+    """``w`` rounded to a binary floating-point format with ``bits`` significand bits.
+
+    Without ``exponent`` the exponent of every entry is kept as it is. With ``exponent``
+    bits and the largest magnitude ``max_magnitude`` the format is the one
+    :func:`compression_with_precision` charges ``1 + exponent + bits`` bits for: the
+    ``2^exponent`` exponent codes cover the binades ending at ``max_magnitude``'s, the
+    lowest code kept for zero and gradual underflow (as IEEE 754's subnormals), so
+    magnitudes below the smallest normal binade are rounded on that binade's absolute grid
+    and small enough ones become 0.
+    """
     if bits < 0:
         raise ValueError(f"bits must be >= 0, got {bits}")
-    mantissa, exponent = torch.frexp(w)  # w = mantissa * 2^exponent, |mantissa| in [0.5, 1)
-    scale = 2.0 ** (bits + 1)
-    return torch.ldexp(torch.round(mantissa * scale) / scale, exponent)
+    mantissa, e = torch.frexp(w)  # w = mantissa * 2^e, |mantissa| in [0.5, 1)
+    if exponent is None:
+        scale = 2.0 ** (bits + 1)
+        return torch.ldexp(torch.round(mantissa * scale) / scale, e)
+    if exponent < 1:
+        raise ValueError(f"exponent must be >= 1 bit, got {exponent}")
+    if max_magnitude is None or not (math.isfinite(max_magnitude) and max_magnitude > 0):
+        raise ValueError(f"a bounded exponent needs a finite positive max_magnitude, got {max_magnitude!r}")
+    top = math.frexp(max_magnitude)[1]
+    lowest_normal = top - (2**exponent - 2)
+    step = torch.ldexp(torch.ones_like(w), e.clamp_min(lowest_normal) - (bits + 1))
+    return torch.round(w / step) * step
 
 
 def bits_per_layer(means: Dict[str, torch.Tensor], variances: Dict[str, torch.Tensor], masks: Dict[str, torch.Tensor]) -> Dict[str, int]:

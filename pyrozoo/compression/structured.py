@@ -85,6 +85,11 @@ class StructuredExport:
     kept_units: Dict[str, torch.Tensor]
     input_index: Optional[torch.Tensor] = None
     folded_units: Dict[str, int] = field(default_factory=dict)
+    #: ``{"<layer>.weight": bool mask}`` in the original network's shapes: the weights the
+    #: export stores (nonzero, in a kept unit, reading a kept input). Per-weight figures of
+    #: the compressed model (e.g. bit precision) are taken over these, not over the masked
+    #: network, which still holds the weights of removed units.
+    stored_weights: Dict[str, torch.Tensor] = field(default_factory=dict)
 
     @property
     def architecture(self) -> List[int]:
@@ -226,6 +231,7 @@ def remove_pruned_units(
     export = copy.deepcopy(masked)
     folded = {}
     kept_units = {}
+    stored_weights = {}
     for l, layer in enumerate(chain):
         module = layer.module
         out_idx = kept[l].nonzero().flatten()
@@ -235,6 +241,9 @@ def remove_pruned_units(
             in_units = kept[l - 1]
         in_idx_units = in_units.nonzero().flatten()
         w = _unit_view(layer, module.weight)
+        stored = torch.zeros_like(w, dtype=torch.bool)
+        stored[out_idx.unsqueeze(1), in_idx_units.unsqueeze(0)] = True
+        stored_weights[f"{layer.name}.weight"] = (stored & (w != 0)).reshape(module.weight.shape)
         bias = module.bias.clone() if module.bias is not None else None
         # fold the constant units of the previous layer that were removed
         if l > 0:
@@ -269,7 +278,7 @@ def remove_pruned_units(
         if getattr(export, "in_features", None) == first_in:
             export.in_features = len(input_index)  # pyrozoo's MLP checks its input width
         export = _Selected(InputSelection(input_index, first_in), export)
-    return StructuredExport(export, kept_units, input_index, folded)
+    return StructuredExport(export, kept_units, input_index, folded, stored_weights)
 
 
 def _set_submodule(root: nn.Module, name: str, new: nn.Module) -> None:

@@ -6,7 +6,17 @@ trained with local reparameterization, a KL warm-up and Adam (lr 1e-3, constant 
 half of the run, then linear to 0; ``lr_hold`` in ``--extra`` sets the fraction); groups whose scale has
 ``log alpha`` above the layer's threshold are pruned, the network of posterior means is
 exported with the pruned units removed, and the bit precision of each layer is inferred
-from the posterior variances of its kept weights.
+from the posterior variances of the weights the export stores. ``compression_with_bits``
+charges ``1 + exponent + t_l`` bits per stored weight, and ``test_error_quantized`` is the
+error of the network with its stored weights rounded to exactly that floating-point format
+(:func:`~pyrozoo.compression.precision.round_to_bits` with a bounded exponent; the authors'
+``special_round`` rounds to an absolute grid ``2^-t`` instead, which is not the format their
+ratio charges for).
+
+Known deviation: the group scales ``z`` are drawn once per minibatch (see
+:class:`~pyrozoo.guides.BayesianCompressionGuide`), not per example as in the authors' code.
+For BC-GHS the group ``log alpha`` includes the layer's global scale factors, which shifts all
+groups of a layer alike; per-layer thresholds absorb that, one scalar threshold does not.
 
 Settings (``--extra`` JSON of ``examples/compress_lenet.py``): ``thresholds`` (a number, a
 list in layer order, or ``"auto"`` for Otsu's cut of each layer's ``log alpha`` histogram;
@@ -61,16 +71,21 @@ def compress(model, guide, arch: str, test, thresholds="auto", details=None) -> 
         means[w], variances[w] = guide.weight_moments(w)
     masked = apply_masks(model.net, masks, values=means)
     result = compressed_result(masked, model.net, arch, test, details=details)
-    # bits per layer from the posterior variances of the kept weights
-    bits = bits_per_layer(means, variances, masks)
-    kept_means = [means[w][masks[w]] for w in means if bool(masks[w].any())]
+    # bits, exponent and storage over the weights the export stores: the group masks still
+    # hold the weights of units that a neighbouring layer's pruning removed (the authors'
+    # compress_matrix drops them too)
+    stored = result.stored_weights
+    if sorted(stored) != sorted(guide.weight_names):
+        raise RuntimeError(f"the export's layers {sorted(stored)} are not the guide's weights {sorted(guide.weight_names)}")
+    bits = bits_per_layer(means, variances, stored)
+    kept_means = [means[w][stored[w]] for w in means if bool(stored[w].any())]
     overflow = float(max(m.abs().max() for m in kept_means)) if kept_means else 0.0
     exponent = exponent_bits(overflow)
-    # the bit-precision ratio stores the export's weights, not the masked network's dead rows
-    if len(result.layer_weights_kept) != len(guide.weight_names):
-        raise RuntimeError(f"the export has {len(result.layer_weights_kept)} layers, the guide {len(guide.weight_names)}")
-    kept = dict(zip(guide.weight_names, result.layer_weights_kept))
-    quantized = apply_masks(model.net, masks, values={w: round_to_bits(means[w], bits[w]) for w in means})
+    kept = {w: int(stored[w].sum()) for w in guide.weight_names}
+    # the stored weights in the format the ratio charges for (1 + exponent + bits each); the
+    # weights that the export folds into biases (reading constant units) stay exact, as biases do
+    rounded = {w: torch.where(stored[w], round_to_bits(means[w], bits[w], exponent, overflow), means[w]) if overflow > 0 else means[w] for w in means}
+    quantized = apply_masks(model.net, masks, values=rounded)
     log_alphas = {w: guide.group_log_alpha(w) for w in guide.weight_names}
     resolved = resolve_thresholds(guide.weight_names, thresholds, log_alphas)
     result.details.update(

@@ -8,7 +8,7 @@ writes one CSV row per run with the columns :data:`CSV_COLUMNS`.
 """
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, Optional
 
 import torch
 
@@ -56,9 +56,10 @@ class CompressionResult:
     flops: int  # of the compressed network, by the convention documented in pyrozoo.compression
     pruned_architecture: str  # e.g. "8-13-88-13"
     details: dict = field(default_factory=dict)
-    #: kept weights of each Linear/Conv2d layer of the compressed network, in layer order;
-    #: what per-layer storage (e.g. the bit-precision ratio of BC) must be counted on
-    layer_weights_kept: List[int] = field(default_factory=list)
+    #: ``{"<layer>.weight": bool mask}`` over the dense network's weights: those the compressed
+    #: network stores (:attr:`~pyrozoo.compression.StructuredExport.stored_weights`), over
+    #: which per-weight storage figures such as BC's bit precision are taken
+    stored_weights: Dict[str, torch.Tensor] = field(default_factory=dict, repr=False)
 
     @property
     def compression_ratio(self) -> float:

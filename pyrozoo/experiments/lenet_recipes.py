@@ -127,7 +127,8 @@ def compressed_result(
     scale = float(masked_net(x_check).abs().max())
     if not gap <= 1e-4 * (1.0 + scale):
         raise RuntimeError(f"the structured export differs from the masked network by {gap:.3g}")
-    dense_counts = count_network(dense_net.cpu(), x_example)
+    # counted where it lives: moving the trained network to the CPU here would strand it there
+    dense_counts = count_network(dense_net, x_example.to(next(dense_net.parameters()).device))
     counts = count_network(compressed, x_example)
     error = classification_error(compressed, test, device=torch.device("cpu"))
     info = {
@@ -148,7 +149,7 @@ def compressed_result(
         flops=counts.flops,
         pruned_architecture=counts.pruned_architecture,
         details=info,
-        layer_weights_kept=[layer.weights_kept for layer in counts.layers],
+        stored_weights=export.stored_weights,
     )
 
 

@@ -15,6 +15,7 @@ from pyrozoo.guides.variational_dropout import VariationalDropoutGuide
 from pyrozoo.inference import ClosedFormKL_ELBO, evaluate, fit
 from pyrozoo.models import BayesianNeuralNetwork, Categorical, LeNet5BatchNorm
 from pyrozoo.models.dropout_priors import ARDPrior, LogUniformPrior
+from pyrozoo.utils import evaluation_mode
 
 PRIORS = {"log-uniform": LogUniformPrior, "ard": ARDPrior}
 
@@ -105,7 +106,8 @@ def accuracy_tracker(test: Tuple[torch.Tensor, torch.Tensor], num_samples: int =
     def track(epoch, model, guide):
         device = next(model.parameters()).device
         row = {"mean_propagation_accuracy": 100.0 - classification_error(guide.mean_network().to(device), test, batch_size, device)}
-        metrics = evaluate(model, guide, test[0].to(device), test[1].to(device), num_samples=num_samples, batch_size=batch_size)
+        with evaluation_mode(model):  # training continues after this: BN statistics must not see the test set
+            metrics = evaluate(model, guide, test[0].to(device), test[1].to(device), num_samples=num_samples, batch_size=batch_size)
         row["test_time_averaging_accuracy"] = 100.0 * metrics["accuracy"]
         for name in guide.sites():
             row[f"mean_log_alpha[{name}]"] = float(guide.log_alpha(name).mean())
@@ -122,11 +124,12 @@ def elbo_decomposition(model, guide, data: Tuple[torch.Tensor, torch.Tensor], ba
     x, y = data
     device = next(model.parameters()).device
     data_term = 0.0
-    for start in range(0, len(x), batch_size):
-        values = {name: guide.posterior(name).sample() for name in guide.sites()}
-        xb, yb = x[start : start + batch_size].to(device), y[start : start + batch_size].to(device)
-        out = model.net_output(values, xb)
-        data_term += float(model.likelihood.predictive_distribution(out).log_prob(yb).sum())
+    with evaluation_mode(model):
+        for start in range(0, len(x), batch_size):
+            values = {name: guide.posterior(name).sample() for name in guide.sites()}
+            xb, yb = x[start : start + batch_size].to(device), y[start : start + batch_size].to(device)
+            out = model.net_output(values, xb)
+            data_term += float(model.likelihood.predictive_distribution(out).log_prob(yb).sum())
     kl = 0.0
     for name, prior in model.latent_sites(x[:1].to(device)):
         kl += float(kl_divergence(guide.posterior(name), prior).sum())
@@ -139,7 +142,8 @@ def evaluate_parameterization(model, guide, train, test, num_samples: int = 20, 
     row = elbo_decomposition(model, guide, train, batch_size)
     mean_net = guide.mean_network().to(device)
     row["mean_propagation_accuracy"] = 100.0 - classification_error(mean_net, test, batch_size, device)
-    metrics = evaluate(model, guide, test[0].to(device), test[1].to(device), num_samples=num_samples, batch_size=batch_size)
+    with evaluation_mode(model):
+        metrics = evaluate(model, guide, test[0].to(device), test[1].to(device), num_samples=num_samples, batch_size=batch_size)
     row["test_time_averaging_accuracy"] = 100.0 * metrics["accuracy"]
     row["mean_log_alpha"] = float(torch.cat([guide.log_alpha(n).flatten() for n in guide.sites()]).mean())  # +inf for zero-mean layers
     return row

@@ -30,7 +30,11 @@ class BayesianCompressionGuide(SitewiseGuide):
     * **Weights, non-centred.** ``w = z * w~`` with ``q(w~) = N(mu~, sigma~^2)``, i.e. the weight
       site is ``q(w | z) = N(z mu~, z^2 sigma~^2)`` given the sampled group scale. Its KL to
       the prior ``N(0, z^2)`` equals ``KL(N(mu~, sigma~^2) || N(0, 1))`` for every ``z``, and
-      the weight site is Normal, so local reparameterization applies.
+      the weight site is Normal, so local reparameterization applies. The group scales are
+      sampled once per model call, so under local reparameterization a minibatch shares one
+      draw of ``z`` while the weight noise given ``z`` is per example; the authors' layers draw
+      ``z`` per example as well (their ``LinearGroupNJ``), which removes the covariance of the
+      minibatch gradient that the shared ``z`` leaves in. Same expectation, more variance.
 
     :param model: a BayesianNeuralNetwork whose prior is a GroupScalePrior.
     :param float init_log_sigma2: initial log-variance of the weights ``w~`` and of BC-GNJ's ``z``

@@ -80,6 +80,29 @@ def test_round_to_bits_keeps_the_relative_error_below_half_an_ulp(bits, dtype):
         round_to_bits(w, -1)
 
 
+@pytest.mark.parametrize("bits, exponent", [(0, 1), (3, 2), (7, 3)])
+def test_round_to_bits_with_a_bounded_exponent_is_the_charged_format(bits, exponent, dtype):
+    """At most 2^(1 + exponent + bits) distinct values; half an ulp of relative error in the
+    2^exponent - 1 normal binades below the largest magnitude, half the smallest normal
+    binade's step of absolute error beneath them."""
+    g = torch.Generator().manual_seed(2)
+    w = (torch.randn(20000, generator=g, dtype=torch.float64) * torch.exp(torch.randn(20000, generator=g, dtype=torch.float64) * 2)).to(dtype)
+    m = float(w.abs().max())
+    r = round_to_bits(w, bits, exponent, m)
+    assert len(torch.unique(r)) <= 2 ** (1 + exponent + bits)
+    top = math.frexp(m)[1]
+    lowest = top - (2**exponent - 2)
+    normal = w.abs() >= 2.0 ** (lowest - 1)
+    assert normal.any() and (~normal).any()
+    assert ((r - w).abs()[normal] <= w.abs()[normal] * 2.0 ** -(bits + 1) * (1 + 1e-6)).all()
+    assert ((r - w).abs()[~normal] <= 2.0 ** (lowest - bits - 2) * (1 + 1e-6)).all()
+    assert torch.equal(r, round_to_bits(r, bits, exponent, m))  # representable values are fixed points
+    assert torch.equal(round_to_bits(w, bits, 30, m), round_to_bits(w, bits))  # a wide exponent changes nothing
+    for bad in (dict(exponent=0, max_magnitude=m), dict(exponent=2, max_magnitude=0.0), dict(exponent=2, max_magnitude=None)):
+        with pytest.raises(ValueError):
+            round_to_bits(w, bits, **bad)
+
+
 def test_exponent_bits_and_ratio():
     assert exponent_bits(1e38) == math.ceil(math.log2(math.log2(1e38) + 1) + 1)
     assert exponent_bits(0.5) == exponent_bits(2.0) == 2

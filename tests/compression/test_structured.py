@@ -31,11 +31,20 @@ def test_exported_model_equals_masked_model(arch, keep, device):
     assert after.params_total <= before.params_total
     assert after.params_kept <= before.params_kept
     assert after.dense_flops <= before.dense_flops
+    # the stored-weight masks pick out of the masked network exactly the export's weights
+    masked_weights = dict(masked.named_parameters())
+    export_weights = [m.weight for m in export.module.modules() if isinstance(m, (nn.Linear, nn.Conv2d))]
+    assert list(export.stored_weights) == [f"{n}.weight" for n in export_names(net)]
+    for (name, stored), exported, layer in zip(export.stored_weights.items(), export_weights, after.layers):
+        assert stored.shape == masked_weights[name].shape
+        assert int(stored.sum()) == layer.weights_kept
+        assert torch.equal(masked_weights[name][stored].sort().values, exported[exported != 0].sort().values)
     # per-layer sparsity of the export against the dense layers: never below the masked
     # network's (removed units take their dead weights with them), and consistent with the totals
     dense = count_network(net, x[:1])
     sparsity = after.per_layer_sparsity(dense)
     assert all(s_after >= s_before - 1e-9 for s_after, s_before in zip(sparsity, before.per_layer_sparsity()))
+    assert after.to_frame(dense).sparsity_percent.tolist() == sparsity
     kept = [layer.weights_total * (1 - s / 100) for layer, s in zip(dense.layers, sparsity)]
     assert sum(kept) == pytest.approx(after.params_kept)
     with pytest.raises(ValueError, match="layers"):

@@ -23,6 +23,15 @@ def test_compress_lenet_quick(method, arch, tmp_path, monkeypatch):
     table = pd.read_csv(tmp_path / f"compress_lenet_{method}_{arch}.csv")
     assert set(table.source.str.split(":").str[0]) >= {"measured (this repository)"}
     assert table.source.str.startswith("published").any()
+    if method.startswith("bc-"):
+        # 1 + exponent + t_l bits per stored weight: the ratio with bits lies between the
+        # pruning ratio scaled by 32 bits over the widest and the narrowest layer format
+        details = pd.read_csv(out.with_name(out.stem + "_details.csv")).iloc[0]
+        bits = [int(b) for b in str(details.bits).split("-")]
+        widths = [1 + int(details.exponent_bits) + b for b in bits]
+        ratio = details.compression_with_bits / row.compression_ratio
+        assert 32 / max(widths) * (1 - 1e-9) <= ratio <= 32 / min(widths) * (1 + 1e-9)
+        assert 0 <= details.test_error_quantized <= 100
     # the summary mode rebuilds the table from run CSVs
     run_example("compress_lenet.py", "--summarize", out, "--table-stem", "summary", "--results-dir", tmp_path, monkeypatch=monkeypatch)
     assert (tmp_path / "summary.md").read_text().count("measured (this repository)") == 1

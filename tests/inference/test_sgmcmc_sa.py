@@ -118,6 +118,8 @@ def test_em_variant_jumps_to_the_closed_form_targets():
     old_sigma, old_delta = state.sigma.clone(), state.delta["weight"].clone()
     sampler = SGLD(model, lr=1e-4, adaptations=[StochasticApproximation(prior, 1.0)])
     idx = torch.arange(N)
+    sampler.setup(x, y, idx)
+    beta_pre = sampler.values()["weight"].detach().clone()
     sampler.step(x, y, idx)
     beta = sampler.values()["weight"]
     rho = rho_tilde(beta, old_sigma, old_delta, prior.v0, prior.v1)
@@ -125,8 +127,14 @@ def test_em_variant_jumps_to_the_closed_form_targets():
     assert torch.allclose(state.kappa0["weight"], (1 - rho) / prior.v0)
     assert torch.allclose(state.kappa1["weight"], rho / prior.v1)
     assert torch.allclose(state.delta["weight"], delta_tilde(rho.sum(), p, prior.a, prior.b))
-    # the regression root with I from the step's residuals at the pre-step weights
-    assert state.sigma > 0 and not torch.equal(state.sigma, old_sigma)
+    # the regression root of Eq. 14, with I from the step's residuals at the pre-step weights
+    # (full batch, so N/n = 1) and R_b, J at the new weights and latent variables
+    residual = (y.reshape(-1) - x @ beta_pre.reshape(-1)).square().sum()
+    l1 = (state.kappa0["weight"] * beta.abs()).sum()
+    l2 = (state.kappa1["weight"] * beta.square()).sum()
+    expected = sigma_tilde(l1, l2, p, prior.nu, prior.lam, residual, float(N))
+    assert torch.allclose(state.sigma, expected, rtol=1e-10)
+    assert not torch.allclose(state.sigma, old_sigma)
 
 
 def test_frozen_variant_keeps_the_initial_latent_variables():

@@ -1,0 +1,26 @@
+"""pyrozoo.utils: evaluation_mode."""
+
+import pytest
+import torch
+from torch import nn
+
+from pyrozoo.utils import evaluation_mode
+
+
+def test_evaluation_mode_freezes_batch_statistics_and_restores_each_modules_mode(device):
+    net = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Dropout(0.5)).to(device)
+    net[2].eval()  # a mixed state, as in MC dropout or a partly frozen network
+    before = {k: v.clone() for k, v in net[1].state_dict().items()}
+    x = torch.randn(16, 3, device=device) * 5 + 2
+    with evaluation_mode(net):
+        assert not any(m.training for m in net.modules())
+        out = net(x)
+    # eval-mode batch norm uses and keeps its running statistics
+    assert all(torch.equal(before[k], v) for k, v in net[1].state_dict().items())
+    expected = (net[0](x) - before["running_mean"]) / torch.sqrt(before["running_var"] + net[1].eps) * net[1].weight + net[1].bias
+    assert torch.allclose(out, expected, atol=1e-5)
+    assert [m.training for m in net] == [True, True, False] and net.training
+    with pytest.raises(RuntimeError):
+        with evaluation_mode(net):
+            raise RuntimeError("interrupted")
+    assert [m.training for m in net] == [True, True, False]
