@@ -56,8 +56,11 @@ class SGMCMCKernel(MCMCKernel):
         self._batches = TensorBatches(*args, batch_size=self.batch_size, seed=self.seed)
         self.sampler._check_dataset_size(self._batches)
         self._iterator = self._cycle()
+        first = next(iter(TensorBatches(*args, batch_size=self.batch_size, shuffle=False)))
         if not self.sampler.is_setup:
-            self.sampler.setup(*next(iter(TensorBatches(*args, batch_size=self.batch_size, shuffle=False))))
+            self.sampler.setup(*first)
+        # as in StochasticGradientMCMC.run: an unscaled minibatch log-joint is a wrong target
+        self.sampler._check_minibatch_scaling(first, self._batches.n)
 
     def _cycle(self):
         while True:

@@ -1,5 +1,6 @@
 """Small models shared by the inference and guide tests."""
 
+import pyro
 import pyro.distributions as dist
 import torch
 from torch import nn
@@ -24,3 +25,10 @@ def small_bnn(prior="normal", precision="random", in_features=5, hidden=7, datas
 
 def conjugate_problem(orthogonal=True, n=40, d=3, seed=0):
     return linear_regression(n=n, d=d, noise_scale=0.7, prior_scale=1.3, orthogonal=orthogonal, seed=seed)
+
+
+def unscaled_regression_model(x, y, idx):
+    """A minibatch model without the N/n scale of a subsampled plate: a wrong SG-MCMC target."""
+    w = pyro.sample("w", dist.Normal(torch.zeros(3, dtype=x.dtype), 1.0).to_event(1))
+    with pyro.plate("data", len(x)):
+        pyro.sample("obs", dist.Normal(x @ w, 1.0), obs=y)

@@ -8,7 +8,7 @@ from pyro.infer.mcmc.api import StreamingMCMC
 
 from pyrozoo.inference.mcmc_kernel import SGMCMCKernel
 from pyrozoo.inference.sgmcmc import SGHMC, SGLD
-from tests.inference.cases import conjugate_problem, linear_regression_model
+from tests.inference.cases import conjugate_problem, linear_regression_model, unscaled_regression_model
 
 
 def test_mcmc_runner_collects_thinned_samples_that_feed_predictive():
@@ -45,3 +45,10 @@ def test_kernel_needs_the_data():
     kernel = SGMCMCKernel(SGLD(linear_regression_model(problem, dataset_size=40), lr=1e-4), batch_size=10)
     with pytest.raises(ValueError, match=r"\(x, y\)"):
         MCMC(kernel, num_samples=2, warmup_steps=0, disable_progbar=True).run(problem.x)
+
+
+def test_kernel_rejects_a_model_without_the_minibatch_scale():
+    problem = conjugate_problem(n=40)
+    kernel = SGMCMCKernel(SGLD(unscaled_regression_model, lr=1e-4), batch_size=10)
+    with pytest.raises(ValueError, match="N/n"):
+        MCMC(kernel, num_samples=2, warmup_steps=0, disable_progbar=True).run(problem.x, problem.y)

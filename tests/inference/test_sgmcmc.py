@@ -14,7 +14,7 @@ from pyrozoo.inference.sample_storage import DiskSamples, InMemorySamples
 from pyrozoo.inference.sgmcmc import SGHMC, SGLD
 from pyrozoo.inference.step_sizes import PolynomialDecay
 from pyrozoo.models import BayesianNeuralNetwork, Gaussian, NormalPrior
-from tests.inference.cases import conjugate_problem, linear_regression_model
+from tests.inference.cases import conjugate_problem, linear_regression_model, unscaled_regression_model
 from tests.stats import z_bound
 
 # (sampler, kwargs): SGHMC's effective step is lr / (1 - momentum), so both move alike
@@ -144,14 +144,8 @@ def test_minibatch_log_joints_average_to_the_full_data_log_joint():
 def test_unscaled_observations_are_rejected():
     """A minibatch without the N/n plate scale would target the wrong posterior."""
     problem = conjugate_problem(n=40)
-
-    def model(x, y, idx):
-        w = pyro.sample("w", dist.Normal(torch.zeros(3, dtype=x.dtype), 1.0).to_event(1))
-        with pyro.plate("data", len(x)):
-            pyro.sample("obs", dist.Normal(x @ w, 1.0), obs=y)
-
     with pytest.raises(ValueError, match="N/n"):
-        SGLD(model, lr=1e-3).run((problem.x, problem.y), num_steps=1, batch_size=10, progress=False)
+        SGLD(unscaled_regression_model, lr=1e-3).run((problem.x, problem.y), num_steps=1, batch_size=10, progress=False)
 
 
 def test_constrained_sites_are_sampled_in_unconstrained_space():
