@@ -1,7 +1,7 @@
 """Graves (2011)-style pruning of a Gaussian posterior by its signal-to-noise ratio.
 
 A weight with posterior ``N(mu, sigma^2)`` is removed when ``q(w = 0)`` is high relative to
-its mode, ``exp(-mu^2 / (2 sigma^2)) >= gamma``, i.e. when ``|mu / sigma| <= lambda`` with
+its mode, ``exp(-mu^2 / (2 sigma^2)) > gamma``, i.e. when ``|mu / sigma| < lambda`` with
 ``lambda = sqrt(-2 log gamma)`` (Graves 2011, Sec. 6; Blundell et al. 2015 prune by the same
 ratio). Pruned weights become exactly zero in the posterior (location 0, no variance).
 """

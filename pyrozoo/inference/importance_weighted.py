@@ -52,12 +52,14 @@ from pyro.poutine.runtime import _PYRO_STACK
 from pyro.poutine.util import site_is_subsample
 from pyro.util import warn_if_nan
 
-from pyrozoo.inference.elbo import DifferentiableLossELBO, direct_arguments, direct_latent_sites
+from pyrozoo.distributions.semi_implicit import find_semi_implicit, semi_implicit_role
+from pyrozoo.inference.elbo import DifferentiableLossELBO, _may_have_score_function, direct_arguments, direct_latent_sites
 from pyrozoo.poutine.weight_noise import WeightNoiseMessenger
 
 MINIBATCH_BIAS_WARNING = (
     "importance-weighted objective on a subsampled data plate: the log-mean-exp of N/n-scaled "
-    "minibatch log-likelihoods is a biased estimate of the full-data bound (the bias grows with N/n); "
+    "minibatch log-likelihoods is biased upwards (log-mean-exp is convex), so for K > 1 it is not a "
+    "lower bound on the full-data evidence (the bias grows with N/n); "
     "use full batches where the data set allows"
 )
 
@@ -82,6 +84,23 @@ def _sum_to_particles(lp: torch.Tensor, num_particles: int, nesting: int, vector
     if lp.dim() > nesting:
         lp = lp.reshape(lp.shape[: lp.dim() - nesting] + (-1,)).sum(-1)
     return lp.reshape(-1).expand(num_particles) if lp.numel() == 1 else lp.reshape(num_particles)
+
+
+def _refuse_semi_implicit(guide_trace) -> None:
+    """Reweighted wake-sleep evaluates ``log q`` at detached draws; a semi-implicit guide's
+    surrogate density needs the mixing draw psi0 of the very tensor it sampled, which the
+    detached copy no longer is (its estimate would silently drop psi0)."""
+    for name, site in guide_trace.nodes.items():
+        if site["type"] == "sample":
+            _refuse_semi_implicit_site(name, site["fn"])
+
+
+def _refuse_semi_implicit_site(name, fn) -> None:
+    if find_semi_implicit(fn) is not None:
+        raise NotImplementedError(
+            f"guide site {name!r} is semi-implicit: reweighted wake-sleep needs log q at detached samples, which a "
+            "semi-implicit guide cannot give without its mixing draw; use DSIVI_ELBO or ImportanceWeighted_ELBO"
+        )
 
 
 class _ImportanceWeights:
@@ -130,14 +149,20 @@ class _ImportanceWeights:
             self._warn_minibatch()
         K = num_particles
         values, log_q, log_p = {}, 0.0, 0.0
-        for name, prior in sites:
-            q = guide.posterior(name)
+        posteriors = [(name, prior, guide.posterior(name)) for name, prior in sites]
+        if not detach_samples and any(_may_have_score_function(q) for _, _, q in posteriors):
+            return None  # the traced path refuses guides that are not fully reparameterized
+        for name, prior, q in posteriors:
+            if detach_samples:
+                _refuse_semi_implicit_site(name, q)
             value = q.rsample((K,))
             if detach_samples:
                 value = value.detach()
             values[name] = value
-            log_q = log_q + q.log_prob(value).reshape(K, -1).sum(-1)
-            log_p = log_p + prior.log_prob(value).reshape(K, -1).sum(-1)
+            with semi_implicit_role("guide"):
+                log_q = log_q + q.log_prob(value).reshape(K, -1).sum(-1)
+            with semi_implicit_role("model"):
+                log_p = log_p + prior.log_prob(value).reshape(K, -1).sum(-1)
         log_lik = self.batched_log_likelihood(model, values, x, y, subsample)
         return values, log_p + log_lik, log_q
 
@@ -175,28 +200,38 @@ class _ImportanceWeights:
         for _ in range(1 if vectorized else K):
             guide_trace = poutine.trace(guide).get_trace(*args, **kwargs)
             if detach_samples:
+                _refuse_semi_implicit(guide_trace)
                 guide_trace.detach_()
             model_trace = poutine.trace(poutine.replay(model, trace=guide_trace)).get_trace(*args, **kwargs)
             lj, lq = 0.0, 0.0
-            for site in model_trace.nodes.values():
-                if site["type"] != "sample" or site_is_subsample(site):
-                    continue
-                for frame in site["cond_indep_stack"]:
-                    if frame.vectorized and frame.full_size is not None and frame.size < frame.full_size:
-                        self._warn_minibatch()
-                lp = scale_and_mask(site["fn"].log_prob(site["value"]), site["scale"], site["mask"])
-                lj = lj + _sum_to_particles(lp, K, nesting, vectorized)
-            for site in guide_trace.nodes.values():
-                if site["type"] != "sample" or site_is_subsample(site):
-                    continue
-                fn = site["fn"]
-                if not detach_samples and (not fn.has_rsample or not is_identically_zero(fn.score_parts(site["value"]).score_function)):
-                    raise NotImplementedError(
-                        f"guide site {site['name']!r} is not fully reparameterized; the importance-weighted "
-                        "bounds here need reparameterized guides"
-                    )
-                lp = scale_and_mask(fn.log_prob(site["value"]), site["scale"], site["mask"])
-                lq = lq + _sum_to_particles(lp, K, nesting, vectorized)
+            # explicit roles: a semi-implicit guide must be evaluated with the psi0 of its own
+            # sample (a miss raises), a semi-implicit prior with fresh mixing draws
+            with semi_implicit_role("model"):
+                for name, site in model_trace.nodes.items():
+                    if site["type"] != "sample" or site_is_subsample(site):
+                        continue
+                    if not site["is_observed"] and name not in guide_trace.nodes:
+                        # drawn from its own prior inside the model: p(u) / p(u) = 1 in the weight
+                        # (as ClosedFormKL_ELBO gives it no KL); counting log p(u) would bias the bound
+                        continue
+                    for frame in site["cond_indep_stack"]:
+                        if frame.vectorized and frame.full_size is not None and frame.size < frame.full_size:
+                            self._warn_minibatch()
+                    lp = scale_and_mask(site["fn"].log_prob(site["value"]), site["scale"], site["mask"])
+                    lj = lj + _sum_to_particles(lp, K, nesting, vectorized)
+            with semi_implicit_role("guide"):
+                for site in guide_trace.nodes.values():
+                    if site["type"] != "sample" or site_is_subsample(site):
+                        continue
+                    fn = site["fn"]
+                    if not detach_samples and (not fn.has_rsample or not is_identically_zero(fn.score_parts(site["value"]).score_function)):
+                        raise NotImplementedError(
+                            f"guide site {site['name']!r} is not fully reparameterized; the importance-weighted "
+                            "bounds here need reparameterized guides"
+                        )
+                    lp = scale_and_mask(fn.log_prob(site["value"]), site["scale"], site["mask"])
+                    lq = lq + _sum_to_particles(lp, K, nesting, vectorized)
+
             log_joint.append(torch.as_tensor(lj))
             log_q.append(torch.as_tensor(lq))
             guide_traces.append(guide_trace)

@@ -287,7 +287,8 @@ class RadialDirectionalPrior(Prior):
             log_radius = 0.0
             for part in RADIAL_FACTORS:
                 value = pyro.sample(group.site(part), priors[part], infer={INIT_VALUE_KEY: inits[part]})
-                log_radius = log_radius + 0.5 * value.log()
+                # the floor keeps an underflowed factor from turning the gradient into 0 * inf
+                log_radius = log_radius + 0.5 * value.clamp_min(torch.finfo(value.dtype).tiny).log()
             direction = self._sample_direction(group, direction0, param.dtype, param.device)
             factors[group.kind] = (log_radius.exp(), direction)
         return compose_weight(param.shape, factors)

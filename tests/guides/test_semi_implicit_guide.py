@@ -13,7 +13,7 @@ from pyrozoo.data import linear_regression, toy_regression_1d
 from pyrozoo.distributions import SemiImplicit
 from pyrozoo.distributions.semi_implicit import find_semi_implicit
 from pyrozoo.guides import MeanFieldNormalGuide, SemiImplicitGuide
-from pyrozoo.inference import DSIVI_ELBO, fit
+from pyrozoo.inference import DSIVI_ELBO, ImportanceWeighted_ELBO, ReweightedWakeSleepLoss, fit
 from pyrozoo.models import MLP, BayesianNeuralNetwork, Gaussian, NormalPrior
 
 
@@ -54,6 +54,17 @@ def test_site_selection_and_validation():
     for bad in (dict(noise_dim=0), dict(grouping="layer"), dict(num_mixing=-1), dict(mixing_scale=0.0)):
         with pytest.raises(ValueError):
             SemiImplicitGuide(model, **bad)
+
+
+def test_importance_weighted_objectives_with_a_semi_implicit_guide():
+    """IWAE evaluates the guide with the psi0 of each draw; reweighted wake-sleep, which needs
+    log q at detached draws, refuses instead of silently dropping psi0."""
+    model, x, y = _bnn()
+    guide = SemiImplicitGuide(model, num_mixing=3)
+    guide(x, y)
+    assert math.isfinite(ImportanceWeighted_ELBO(4).loss(model, guide, x, y))
+    with pytest.raises(NotImplementedError, match="semi-implicit"):
+        ReweightedWakeSleepLoss(4).loss(model, guide, x, y)
 
 
 def test_training_improves_the_bound():

@@ -188,6 +188,29 @@ def test_exact_posterior_gives_full_ess_and_the_evidence(objective, device, dtyp
 
 
 @pytest.mark.parametrize("objective", ["iwae", "renyi", "rws"])
+def test_a_latent_the_guide_leaves_to_the_prior_cancels_from_the_weights(objective, device, dtype):
+    """u ~ p(u) drawn inside the model is its own proposal: the weights are still exactly
+    p(D) under the exact posterior of w (a narrow prior, whose density far exceeds 1, would
+    otherwise raise the estimate above log p(D))."""
+    problem = conjugate_problem(orthogonal=True)
+    mean, cov, log_evidence = exact_posterior(problem)
+    model, guide, x, y = pyro_regression(problem, device, dtype)
+
+    def model_with_nuisance(x, y):
+        pyro.sample("u", dist.Normal(torch.zeros(5, device=device, dtype=dtype), 1e-3).to_event(1))
+        model(x, y)
+
+    def exact_guide(x, y):
+        pyro.sample("w", dist.Normal(mean.to(device, dtype), cov.diagonal().sqrt().to(device, dtype)).to_event(1))
+
+    obj = {"iwae": ImportanceWeighted_ELBO(8), "renyi": Renyi_ELBO(alpha=-0.5, num_particles=8), "rws": ReweightedWakeSleepLoss(8)}[objective]
+    tol = 1e-3 if dtype == torch.float32 else 1e-6
+    for _ in range(3):
+        loss = obj.loss(model_with_nuisance, exact_guide, x, y)
+        assert loss == pytest.approx(-log_evidence, abs=tol * abs(log_evidence))
+
+
+@pytest.mark.parametrize("objective", ["iwae", "renyi", "rws"])
 def test_differentiable_loss_and_loss_and_grads_agree(objective, device):
     problem = conjugate_problem(orthogonal=False)
     loc, scale = off_posterior(problem)
@@ -322,3 +345,18 @@ def test_matches_pyros_renyi_elbo_on_the_same_draws(alpha, device):
     assert v1 == pytest.approx(v2, rel=1e-10)
     for a, b in zip(g1, g2):
         assert torch.allclose(a, b, rtol=1e-8, atol=1e-10)
+
+
+def test_guides_with_a_score_function_term_are_refused():
+    """A von Mises-Fisher direction is only partly reparameterized: without its score-function
+    correction the importance-weighted gradient would be biased, so the objectives refuse it."""
+    from pyrozoo.guides import RadialDirectionalGuide
+    from pyrozoo.models import MLP, BayesianNeuralNetwork, Gaussian, RadialDirectionalPrior
+
+    torch.manual_seed(0)
+    x, y = torch.randn(12, 3), torch.randn(12, 1)
+    model = BayesianNeuralNetwork(MLP(3, [4], 1), RadialDirectionalPrior(grouping="double"), Gaussian(12, precision=1.0))
+    guide = RadialDirectionalGuide(model)
+    guide(x, y)
+    with pytest.raises(NotImplementedError, match="reparameterized"):
+        ImportanceWeighted_ELBO(2).loss(model, guide, x, y)
