@@ -57,19 +57,23 @@ def save_figure(fig, stem: str, results_dir: Union[str, Path, None] = None, dpi:
 
 
 def mean_and_stderr(df: pd.DataFrame, by: Sequence[str], columns: Iterable[str]) -> pd.DataFrame:
-    """Mean and standard error (std / sqrt(n), ddof=1) of ``columns`` grouped by ``by``,
-    with a column ``n`` counting the runs."""
+    """Mean and standard error (std / sqrt(count), ddof=1) of ``columns`` grouped by ``by``,
+    with a column ``n`` counting the runs. Missing values (NaN) are left out of a column's
+    mean, standard deviation and count; with fewer than two values the standard error is
+    NaN (unknown), not 0."""
     columns = list(columns)
     grouped = df.groupby(list(by), sort=False)
     out = grouped[columns].mean()
-    n = grouped.size()
+    counts = grouped[columns].count()
     for c in columns:
-        se = grouped[c].std(ddof=1) / n.pow(0.5)
-        out[f"{c}_se"] = se.fillna(0.0)
-    out["n"] = n
+        out[f"{c}_se"] = grouped[c].std(ddof=1) / counts[c].pow(0.5)
+    out["n"] = grouped.size()
     ordered = [c for col in columns for c in (col, f"{col}_se")] + ["n"]
     return out[ordered].reset_index()
 
 
 def format_mean_se(mean: float, se: float, digits: int = 2) -> str:
+    """``"3.14 ± 0.03"``; just the mean when the standard error is unknown (NaN)."""
+    if se != se:
+        return f"{mean:.{digits}f}"
     return f"{mean:.{digits}f} ± {se:.{digits}f}"

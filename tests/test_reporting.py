@@ -76,8 +76,17 @@ def test_mean_and_stderr_against_numpy(runs):
         for col in ("rmse", "test_ll"):
             values = group[col].to_numpy()
             assert getattr(row, col) == pytest.approx(values.mean(), rel=1e-12)
-            se = values.std(ddof=1) / math.sqrt(len(values)) if len(values) > 1 else 0.0
-            assert getattr(row, f"{col}_se") == pytest.approx(se, rel=1e-12, abs=1e-15)
+            se = values.std(ddof=1) / math.sqrt(len(values)) if len(values) > 1 else math.nan
+            assert getattr(row, f"{col}_se") == pytest.approx(se, rel=1e-12, abs=1e-15, nan_ok=True)
+
+
+def test_mean_and_stderr_leaves_missing_values_out():
+    runs = pd.DataFrame({"method": ["a", "a", "a", "b"], "x": [1.0, 2.0, math.nan, 5.0]})
+    summary = mean_and_stderr(runs, ["method"], ["x"]).set_index("method")
+    assert summary.loc["a", "x"] == 1.5 and summary.loc["a", "n"] == 3
+    assert summary.loc["a", "x_se"] == pytest.approx(math.sqrt(0.5) / math.sqrt(2))  # two values, not three
+    assert math.isnan(summary.loc["b", "x_se"])  # one run: unknown, not zero
+    assert format_mean_se(5.0, summary.loc["b", "x_se"]) == "5.00"
 
 
 def test_format_mean_se():

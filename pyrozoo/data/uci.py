@@ -152,6 +152,13 @@ class UCIDataset:
         n = len(self.y)
         if train.max() >= n or test.max() >= n or train.min() < 0 or test.min() < 0:
             raise ValueError(f"{self.folder}: split {k} indexes rows outside 0..{n - 1}")
+        # a row in both parts would leak test data into training; a repeated row would weigh twice
+        for part, index in (("train", train), ("test", test)):
+            if len(np.unique(index)) != len(index):
+                raise ValueError(f"{self.folder}: split {k} lists a row more than once in its {part} indices")
+        shared = np.intersect1d(train, test)
+        if len(shared):
+            raise ValueError(f"{self.folder}: split {k} has {len(shared)} row(s) in both train and test, e.g. row {shared[0]}")
         x_train, y_train = self.x[train], self.y[train]
         x_test, y_test = self.x[test], self.y[test]
         x_mean, x_std = x_train.mean(0), x_train.std(0)

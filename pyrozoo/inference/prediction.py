@@ -1,5 +1,6 @@
 """Posterior predictions: samples, predictive summaries and evaluation metrics."""
 
+import math
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Dict, List, Optional
@@ -142,7 +143,8 @@ def evaluate(model, guide, x: torch.Tensor, y: torch.Tensor, num_samples: int = 
             _record(PredictiveRecord("regression", pit=likelihood.predictive_cdf(f, y_col, latents).detach().cpu()))
         return {
             "rmse": metrics.rmse(mean * y_scale + y_shift, y_col * y_scale + y_shift),
-            "test_ll": float(log_pred.mean()) - float(torch.log(torch.tensor(float(y_scale)))) * y_col.shape[-1],
+            # the Jacobian of the standardisation, once per scalar target of an example
+            "test_ll": float(log_pred.mean()) - math.log(float(y_scale)) * math.prod(y_col.shape[1:]),
         }
     if isinstance(likelihood, Categorical):
         probs = likelihood.aggregate(f, latents).mean

@@ -1,5 +1,6 @@
 """``fit``: stochastic variational inference with minibatches, schedules and checkpoints."""
 
+import copy
 import math
 import os
 import time
@@ -145,7 +146,9 @@ def fit(
         set_seed(seed)
 
     if isinstance(data, TensorBatches):
-        batches = data
+        batches = data  # keeps its own shuffling generator: ``seed`` does not reseed it
+        for name, t in zip(("x", "y"), batches.tensors):
+            check_finite(f"training {name}", t)
     else:
         if len(data) != 2:
             raise ValueError("data must be (x, y) tensors or a TensorBatches")
@@ -174,6 +177,9 @@ def fit(
     state = None
     if checkpoint is not None and resume and checkpoint.exists():
         state = torch.load(checkpoint, map_location=device, weights_only=False)
+        # RNG and generator states must be CPU byte tensors whatever the training device
+        state["rng"] = _to_cpu(state["rng"])
+        state["batches"] = _to_cpu(state["batches"])
         _load_modules(state, model, guide)
         start_epoch, history = state["epoch"], state["history"]
     params = collect_parameters(model, guide, objective, first)
@@ -184,17 +190,27 @@ def fit(
         batches.load_state_dict(state["batches"])
         _set_rng_states(state["rng"])
 
-    def save(epoch):
+    saved_epoch = start_epoch if state is not None else None  # the epoch the file on disk holds
+
+    def save(epoch, snapshot=None):
+        nonlocal saved_epoch
         if checkpoint is None:
             return
         checkpoint.parent.mkdir(parents=True, exist_ok=True)
-        _atomic_save(_state(epoch, history, model, guide, opt, batches), checkpoint)
+        _atomic_save(snapshot if snapshot is not None else _state(epoch, history, model, guide, opt, batches), checkpoint)
+        saved_epoch = epoch
 
     num_batches = len(batches)
     epoch = start_epoch
     bar = tqdm(range(start_epoch, epochs), initial=start_epoch, total=epochs, disable=not progress, desc="fit", dynamic_ncols=True)
+    snapshot = None
     try:
         for epoch in bar:
+            # an interrupt mid-epoch must save the state at the epoch's start, not its half-updated
+            # parameters; when the file on disk is not that state (checkpoint_every > 1), keep a copy
+            snapshot = None
+            if checkpoint is not None and history and saved_epoch != epoch:
+                snapshot = copy.deepcopy(_state(epoch, history, model, guide, opt, batches))
             if lr_schedule is not None:
                 factor = float(lr_schedule(epoch))
                 for group, base in zip(opt.param_groups, base_lrs):
@@ -222,10 +238,12 @@ def fit(
                 save(epoch + 1)
                 break
     except KeyboardInterrupt:
-        # an interrupted epoch is redone on resume, so save the state at its start
         bar.close()
-        if checkpoint is not None and history:
-            save(history[-1]["epoch"])
+        if checkpoint is not None and history and saved_epoch != history[-1]["epoch"]:
+            if history[-1]["epoch"] == epoch + 1:
+                save(epoch + 1)  # interrupted after the epoch completed (e.g. in the callback)
+            elif snapshot is not None:
+                save(history[-1]["epoch"], snapshot)  # mid-epoch: redone on resume from its start
         raise
     finally:
         bar.close()
@@ -238,6 +256,17 @@ def _rng_states() -> dict:
     if torch.cuda.is_available():
         states["cuda"] = torch.cuda.get_rng_state_all()
     return states
+
+
+def _to_cpu(obj):
+    """``obj`` with every tensor inside (dicts, lists, tuples) on the CPU."""
+    if torch.is_tensor(obj):
+        return obj.cpu()
+    if isinstance(obj, dict):
+        return {k: _to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_cpu(v) for v in obj)
+    return obj
 
 
 def _set_rng_states(states: dict) -> None:

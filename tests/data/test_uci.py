@@ -232,6 +232,16 @@ def test_split_index_outside_the_rows_raises(tmp_path):
         UCIDataset("bostonHousing", tmp_path).split(0)
 
 
+@pytest.mark.parametrize("part, match", [("test", "both train and test"), ("train", "more than once")])
+def test_overlapping_or_repeated_split_indices_raise(tmp_path, part, match):
+    folder = _copy(tmp_path)
+    train_rows = (folder / "index_train_0.txt").read_text().split()
+    # the test part gets a training row (leakage), or the train part one of its own rows twice
+    _edit_line(folder / f"index_{part}_0.txt", 3, train_rows[0] if part == "test" else train_rows[1])
+    with pytest.raises(ValueError, match=rf"{folder}.*split 0.*{match}"):
+        UCIDataset("bostonHousing", tmp_path).split(0)
+
+
 def test_constant_target_raises(tmp_path):
     folder = _copy(tmp_path)
     (folder / "index_target.txt").write_text("3\n")  # CHAS is 0 on most rows...

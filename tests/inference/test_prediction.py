@@ -62,6 +62,34 @@ def test_metrics_in_original_units():
     assert standard["test_ll"] == pytest.approx(float(expected), rel=1e-5)
 
 
+@pytest.mark.parametrize("output", ["column", "vector"])
+def test_original_units_count_the_jacobian_once_per_target(output):
+    """Outputs of shape (n, 1) or (n,): one scalar target per example, so the log-likelihood
+    in original units is lower by log(scale), whatever the number of examples."""
+    from torch import nn
+
+    from pyrozoo.models import Gaussian
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = nn.Linear(5, 1)
+
+        def forward(self, x):
+            out = self.linear(x)
+            return out if output == "column" else out.squeeze(-1)
+
+    torch.manual_seed(0)
+    model = BayesianNeuralNetwork(Net(), NormalPrior(1.0), Gaussian(30, precision=dist.Gamma(6.0, 6.0)))
+    x = torch.randn(30, 5)
+    y = torch.randn(30, 1) if output == "column" else torch.randn(30)
+    guide = DeltaGuide(model)
+    guide(x, y)
+    standard = evaluate(model, guide, x, y, num_samples=1)
+    original = evaluate(model, guide, x, y, num_samples=1, y_scale=2.0)
+    assert original["test_ll"] == pytest.approx(standard["test_ll"] - math.log(2.0), rel=1e-6)
+
+
 def test_classification_metrics(device):
     net = MLP(4, [8], 3).to(device)
     model = BayesianNeuralNetwork(net, NormalPrior(1.0), Categorical(50))

@@ -38,16 +38,17 @@ def test_training_lowers_the_loss(estimator, device):
 
 
 @pytest.mark.parametrize("kl_schedule", [None, LinearKLWarmup(0, 3), BlundellKLReweighting()], ids=["none", "warmup", "blundell"])
-def test_checkpoint_resume_equals_uninterrupted_run(tmp_path, kl_schedule):
-    data = _data()
-    model, guide = _setup()
+def test_checkpoint_resume_equals_uninterrupted_run(tmp_path, kl_schedule, device):
+    data = _data(device=device)
+    model, guide = _setup(device=device)
     fit(model, guide, data, epochs=6, batch_size=16, seed=3, progress=False, estimator="local", kl_schedule=kl_schedule)
     straight = _state(model, guide)
 
     ckpt = tmp_path / "run.ckpt"
-    model, guide = _setup()
+    model, guide = _setup(device=device)
     fit(model, guide, data, epochs=3, batch_size=16, seed=3, progress=False, estimator="local", kl_schedule=kl_schedule, checkpoint=ckpt)
-    model, guide = _setup(seed=99)  # a fresh process: other initial values, other RNG state
+    # a fresh process: other initial values, other RNG state; on CUDA the RNG states load back onto the CPU
+    model, guide = _setup(seed=99, device=device)
     history = fit(model, guide, data, epochs=6, batch_size=16, seed=3, progress=False, estimator="local", kl_schedule=kl_schedule, checkpoint=ckpt)
     assert list(history.epoch) == [1, 2, 3, 4, 5, 6]
     for a, b in zip(straight, _state(model, guide)):
@@ -70,6 +71,35 @@ def test_interrupt_saves_a_checkpoint_and_resume_finishes_identically(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         fit(model, guide, data, epochs=5, batch_size=16, seed=4, progress=False, checkpoint=ckpt, checkpoint_every=100, callback=interrupt)
     assert ckpt.exists() and torch.load(ckpt, weights_only=False)["epoch"] == 3
+    model, guide = _setup(seed=7)
+    fit(model, guide, data, epochs=5, batch_size=16, seed=4, progress=False, checkpoint=ckpt)
+    for a, b in zip(straight, _state(model, guide)):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("checkpoint_every", [1, 100])
+def test_an_interrupt_mid_epoch_resumes_from_the_epochs_start(tmp_path, checkpoint_every):
+    """The half-updated parameters of an interrupted epoch are not saved: the checkpoint holds
+    the state at the epoch's start (from disk, or from the copy kept when the last completed
+    epoch was not written), and the resumed run equals the uninterrupted one."""
+    data = _data()
+    model, guide = _setup()
+    fit(model, guide, data, epochs=5, batch_size=16, seed=4, progress=False)
+    straight = _state(model, guide)
+
+    def interrupt_mid_epoch(epoch, batch, num_batches):
+        if (epoch, batch) == (2, 2):
+            raise KeyboardInterrupt
+        return 1.0
+
+    ckpt = tmp_path / "run.ckpt"
+    model, guide = _setup()
+    with pytest.raises(KeyboardInterrupt):
+        fit(model, guide, data, epochs=5, batch_size=16, seed=4, progress=False, checkpoint=ckpt, checkpoint_every=checkpoint_every, kl_schedule=interrupt_mid_epoch)
+    saved = torch.load(ckpt, weights_only=False)
+    assert saved["epoch"] == 2 and len(saved["history"]) == 2
+    # Adam has taken exactly the two completed epochs' steps (4 batches each), not the partial ones
+    assert all(int(v["step"]) == 8 for v in saved["optimizer"]["state"].values())
     model, guide = _setup(seed=7)
     fit(model, guide, data, epochs=5, batch_size=16, seed=4, progress=False, checkpoint=ckpt)
     for a, b in zip(straight, _state(model, guide)):
