@@ -11,8 +11,9 @@ batch 100, Adam, and a linear KL warm-up. The test log-likelihood is an importan
 estimate with ``--ll-samples`` draws per test point; for ``dsivi`` the prior density inside
 it is the mixture over all training images (each binarised once at random; or over
 ``--prior-points`` sampled ones), an unbiased estimate, so that number is a lower bound in
-expectation (the thesis' "≥"). For ``dsivi`` the table also reports how loose the prior term
-of the training bound is (``prior_term_gap_K<k>``). Every run checkpoints every epoch under ``--checkpoint-dir``
+expectation. For ``dsivi`` the table also reports how loose the prior term of the training
+bound is (``prior_term_gap_K<k>``; against one binarisation of the training images, so a lower
+estimate of that looseness). Every run checkpoints every epoch under ``--checkpoint-dir``
 and is resumed (or skipped when finished) on the next invocation.
 
 Example::
@@ -295,8 +296,9 @@ def main(argv=None):
         "final_train_loss_per_example is the negative training objective in the last epoch (for dsivi the DSIVI bound "
         "with K2 = K sampled training points). prior_term_gap_K<k> is how much looser that bound is than the ELBO under "
         f"the aggregated prior: the mean of log p(z) - E log p_K(z) at z ~ q(z | x) over {args.gap_points} training "
-        "images, p_K being the DSIVI estimate from k sampled training images and p the mixture over all of them "
-        "(nats per image; measured on the trained model).\n\n"
+        "images, p_K being the DSIVI estimate from k sampled training images and p the mixture over all of them, "
+        "each binarised once (itself below log p in expectation, so the gap is a lower estimate of the looseness; "
+        "nats per image; measured on the trained model).\n\n"
         "Published rows are quoted from the thesis (Table 3), not reproduced. The thesis does not state its training "
         "protocol; it compares against VampPrior (Tomczak & Welling 2018), whose protocol is gated MLP layers, up to "
         "2000 epochs with early stopping (patience 50), 100 warm-up epochs and 5000 importance samples per test point "

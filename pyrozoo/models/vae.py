@@ -197,8 +197,11 @@ class AggregatedPosteriorPrior(nn.Module):
         r"""Per-value :math:`\log p(z) - \mathbb E \log \hat p_K(z)`: how far the DSIVI prior-side
         estimate from ``K = num_mixing`` sampled training points (shared by all values, as in
         training) falls below the density over all training points, averaged over ``repeats``
-        independent estimates. Non-negative in expectation (Jensen); it is the looseness, in
-        nats per data point, that the prior term adds to the DSIVI bound (Eq. 14).
+        independent estimates: the looseness, in nats per data point, that the prior term adds
+        to the DSIVI bound (Eq. 14). With a random transform of the points (e.g. dynamic
+        binarisation) the all-points density is itself one random realisation, below
+        :math:`\log p(z)` in expectation, so the gap is then a lower estimate of the looseness
+        and no longer non-negative by Jensen alone.
         """
         if repeats < 1:
             raise ValueError(f"repeats must be >= 1, got {repeats}")
@@ -247,7 +250,7 @@ class VAE(nn.Module):
         :meth:`AggregatedPosteriorPrior.empirical_distribution`, fresh per batch: over all
         training points (``prior_points=None``, exact without a random transform) or over
         ``prior_points`` sampled ones. A random mixture is unbiased for ``p(z)``, so the result
-        is then a lower bound in expectation (the "≥" of the thesis' Table 3).
+        is then a lower bound in expectation (why this repository's table reports it with "≥").
         """
         if num_samples < 1:
             raise ValueError("num_samples must be >= 1")
