@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 import pyro
 
-from pyrozoo.cli import add_common_arguments, device_from_args
+from pyrozoo.cli import add_common_arguments, device_from_args, positive_float, positive_int, run_main
 from pyrozoo.compression.graves import pruning_curve
 from pyrozoo.data import load_mnist
 from pyrozoo.guides import MeanFieldNormalGuide
@@ -36,17 +36,17 @@ PUBLISHED_ERROR = {400: 1.36, 800: 1.34, 1200: 1.32}
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--hidden", type=int, default=400, help="units in each of the two hidden layers")
-    parser.add_argument("--epochs", type=int, default=50)
-    parser.add_argument("--batch-size", type=int, default=128)
-    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--hidden", type=positive_int, default=400, help="units in each of the two hidden layers")
+    parser.add_argument("--epochs", type=positive_int, default=50)
+    parser.add_argument("--batch-size", type=positive_int, default=128)
+    parser.add_argument("--lr", type=positive_float, default=1e-3)
     parser.add_argument("--pi", type=float, default=0.5, help="weight of the wide mixture component")
     parser.add_argument("--log-sigma1", type=float, default=0.0, help="-log sigma1 (wide component)")
     parser.add_argument("--log-sigma2", type=float, default=6.0, help="-log sigma2 (narrow component)")
     parser.add_argument("--init-scale", type=float, default=math.log1p(math.exp(-5.0)), help="initial posterior sd (softplus(-5) as in the paper)")
     parser.add_argument("--kl-weights", choices=["uniform", "blundell"], default="blundell", help="minibatch KL weighting (eq. 9)")
     parser.add_argument("--estimator", choices=["weights", "local"], default="weights", help="one weight sample per minibatch, or local reparameterization")
-    parser.add_argument("--num-samples", type=int, default=20, help="posterior draws for the predictive")
+    parser.add_argument("--num-samples", type=positive_int, default=20, help="posterior draws for the predictive")
     parser.add_argument("--thresholds", default="0.5,1,1.5,2,3", help="|mu/sigma| pruning thresholds")
     parser.add_argument("--checkpoint", type=Path, default=None, help="training checkpoint (resumed if present)")
     add_common_arguments(parser)
@@ -118,4 +118,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

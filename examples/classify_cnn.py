@@ -31,7 +31,6 @@ later: a larger ``--epochs`` continues the same chain and online average, and ad
 
 import argparse
 import math
-import sys
 import time
 from pathlib import Path
 
@@ -40,7 +39,7 @@ import pyro
 import torch
 
 from pyrozoo import metrics
-from pyrozoo.cli import add_common_arguments, device_from_args
+from pyrozoo.cli import add_common_arguments, device_from_args, positive_float, positive_int, run_main
 from pyrozoo.data import load_mnist
 from pyrozoo.guides import DeltaGuide
 from pyrozoo.inference import fit
@@ -189,12 +188,12 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--method", default="sghmc-sa", help=f"one of {', '.join(METHODS)}, a comma-separated list or 'all'")
     parser.add_argument("--dataset", default="mnist", choices=list(DATASETS))
-    parser.add_argument("--epochs", type=int, default=100)
-    parser.add_argument("--batch-size", type=int, default=1000, help="the paper: 1000")
-    parser.add_argument("--lr", type=float, default=5e-7, help="sampler step size on the N/n-scaled log-joint (the paper: 5e-7)")
-    parser.add_argument("--adam-lr", type=float, default=1e-3)
+    parser.add_argument("--epochs", type=positive_int, default=100)
+    parser.add_argument("--batch-size", type=positive_int, default=1000, help="the paper: 1000")
+    parser.add_argument("--lr", type=positive_float, default=5e-7, help="sampler step size on the N/n-scaled log-joint (the paper: 5e-7)")
+    parser.add_argument("--adam-lr", type=positive_float, default=1e-3)
     parser.add_argument("--tau", type=float, default=None, help="inverse temperature (default: 1000 MNIST, 2500 Fashion-MNIST)")
-    parser.add_argument("--thin", type=int, default=500, help="iterations between averaged samples (the paper: 500)")
+    parser.add_argument("--thin", type=positive_int, default=500, help="iterations between averaged samples (the paper: 500)")
     parser.add_argument("--burn-in", type=float, default=0.3, help="fraction of the iterations before averaging starts")
     parser.add_argument("--burn-in-epochs", type=int, default=None,
                         help="epochs before averaging starts (overrides --burn-in); such a run can be run in legs and extended by a larger "
@@ -203,7 +202,7 @@ def parse_args(argv=None):
     parser.add_argument("--v1", type=float, default=0.1)
     parser.add_argument("--prior-scale", type=float, default=1.0, help="sd of the Gaussian prior of the non-sparse parameters")
     parser.add_argument("--fgsm", action="store_true", help="also evaluate FGSM robustness (Fig. 2)")
-    parser.add_argument("--fgsm-examples", type=int, default=10000, help="test examples attacked")
+    parser.add_argument("--fgsm-examples", type=positive_int, default=10000, help="test examples attacked")
     parser.add_argument("--run-dir", type=Path, default=Path("runs") / "classify_cnn", help="checkpoints and streamed samples")
     parser.add_argument("--out", type=Path, default=None, help="per-run CSV (default <results-dir>/classify_cnn.csv); runs already in it are skipped")
     add_common_arguments(parser)
@@ -292,4 +291,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -20,12 +20,11 @@ Examples::
 """
 
 import argparse
-import sys
 from pathlib import Path
 
 import pyro
 
-from pyrozoo.cli import add_common_arguments, device_from_args, parse_seeds
+from pyrozoo.cli import add_common_arguments, device_from_args, parse_seeds, positive_int, run_main
 from pyrozoo.experiments.compare import DEFAULT_METHODS, compare, plot_calibration, plot_metric_vs_budget, summarize
 from pyrozoo.reporting import save_figure, save_table, to_markdown
 from pyrozoo.utils import parse_int_ranges
@@ -39,7 +38,7 @@ def parse_args(argv=None):
     parser.add_argument("--seeds", default="0-2", help="UCI split indices / MNIST seeds, e.g. 0-2")
     parser.add_argument("--uci-batch-size", type=int, default=32)
     parser.add_argument("--mnist-batch-size", type=int, default=128)
-    parser.add_argument("--num-samples", type=int, default=100, help="posterior draws for prediction")
+    parser.add_argument("--num-samples", type=positive_int, default=100, help="posterior draws for prediction")
     parser.add_argument("--mnist-hidden", default="100", help="hidden layer sizes of the MNIST network, e.g. 300,100")
     parser.add_argument("--mnist-train-size", type=int, default=None, help="first N training images (default: all 60000)")
     parser.add_argument("--out", type=Path, default=None, help="per-run CSV (default: <results-dir>/<stem>.csv)")
@@ -100,5 +99,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
-    sys.exit(0)
+    run_main(main)

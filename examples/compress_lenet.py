@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pyrozoo.cli import add_common_arguments, device_from_args
+from pyrozoo.cli import add_common_arguments, device_from_args, positive_float, positive_int, run_main
 from pyrozoo.data import load_mnist
 from pyrozoo.experiments.lenet import ARCHITECTURES, CSV_COLUMNS, CompressionConfig, available_methods
 from pyrozoo.reporting import save_table, to_markdown
@@ -46,9 +46,9 @@ def parse_args(argv=None):
     parser.add_argument("--method", default="sparse-vd", help="method name(s), comma-separated (see --list-methods)")
     parser.add_argument("--arch", default="lenet300", help=f"architecture(s), comma-separated: {', '.join(ARCHITECTURES)}")
     parser.add_argument("--seeds", default=None, help="seeds, e.g. 0-2 or 0,3 (default: --seed)")
-    parser.add_argument("--epochs", type=int, default=None, help="training epochs (default: the method's own, 200 for the papers' recipes)")
-    parser.add_argument("--batch-size", type=int, default=None)
-    parser.add_argument("--lr", type=float, default=None)
+    parser.add_argument("--epochs", type=positive_int, default=None, help="training epochs (default: the method's own, 200 for the papers' recipes)")
+    parser.add_argument("--batch-size", type=positive_int, default=None)
+    parser.add_argument("--lr", type=positive_float, default=None)
     parser.add_argument("--extra", default="{}", help="JSON of method-specific settings, e.g. '{\"thresholds\": [-3, -3, -3, -3]}'")
     parser.add_argument("--out", type=Path, default=None, help="CSV of one row per run (default: <results-dir>/compress_lenet_runs.csv)")
     parser.add_argument("--table-stem", default=None, help="stem of the saved table (default: compress_lenet_<methods>_<archs>)")
@@ -181,4 +181,4 @@ def _report(runs: pd.DataFrame, args, stem: str) -> pd.DataFrame:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -37,7 +37,7 @@ from pyro.distributions.util import scale_and_mask
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pyrozoo.cli import add_common_arguments, device_from_args  # noqa: E402
+from pyrozoo.cli import add_common_arguments, device_from_args, positive_float, positive_int, run_main  # noqa: E402
 from pyrozoo.data import UCIDataset, parse_splits  # noqa: E402
 from pyrozoo.guides import MeanFieldNormalGuide, SemiImplicitGuide  # noqa: E402
 from pyrozoo.inference import ClosedFormKL_ELBO, DSIVI_ELBO, evaluate, fit  # noqa: E402
@@ -171,10 +171,10 @@ def main(argv=None):
     parser.add_argument("--dataset", default="concrete")
     parser.add_argument("--splits", default="0-4")
     parser.add_argument("--methods", default=",".join(METHODS))
-    parser.add_argument("--epochs", type=int, default=500)
-    parser.add_argument("--batch-size", type=int, default=100)
-    parser.add_argument("--lr", type=float, default=5e-3)
-    parser.add_argument("--hidden", type=int, default=None, help="hidden units (default: the data set's protocol value)")
+    parser.add_argument("--epochs", type=positive_int, default=500)
+    parser.add_argument("--batch-size", type=positive_int, default=100)
+    parser.add_argument("--lr", type=positive_float, default=5e-3)
+    parser.add_argument("--hidden", type=positive_int, default=None, help="hidden units (default: the data set's protocol value)")
     parser.add_argument("--gamma-shape", type=float, default=1.0, help="a of the Gamma hyperprior on the weight precision")
     parser.add_argument("--gamma-rate", type=float, default=1.0, help="b of the Gamma hyperprior")
     parser.add_argument("--noise-shape", type=float, default=6.0)
@@ -187,7 +187,7 @@ def main(argv=None):
     parser.add_argument("--curve-every", type=int, default=25, help="epochs between marginal ELBO estimates for the plot")
     parser.add_argument("--curve-k", type=int, default=200)
     parser.add_argument("--curve-particles", type=int, default=20)
-    parser.add_argument("--num-samples", type=int, default=100, help="posterior samples for test metrics")
+    parser.add_argument("--num-samples", type=positive_int, default=100, help="posterior samples for test metrics")
     parser.add_argument("--checkpoint-dir", type=Path, default=None, help="save every --checkpoint-every epochs and resume from there")
     parser.add_argument("--checkpoint-every", type=int, default=50)
     args = parser.parse_args(argv)
@@ -267,4 +267,4 @@ def plot(curves, methods, stem, results_dir):
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

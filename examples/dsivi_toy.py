@@ -30,7 +30,7 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pyrozoo.cli import add_common_arguments, device_from_args, parse_seeds  # noqa: E402
+from pyrozoo.cli import add_common_arguments, device_from_args, parse_seeds, positive_float, run_main  # noqa: E402
 from pyrozoo.distributions import ExplicitMixing, SemiImplicit  # noqa: E402
 from pyrozoo.inference import DSIVI_ELBO  # noqa: E402
 from pyrozoo.reporting import mean_and_stderr, save_figure, save_table  # noqa: E402
@@ -135,7 +135,7 @@ def main(argv=None):
     parser.add_argument("--seeds", default=None, help="e.g. 0-2 (default: --seed)")
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--particles", type=int, default=16)
-    parser.add_argument("--lr", type=float, default=0.02)
+    parser.add_argument("--lr", type=positive_float, default=0.02)
     parser.add_argument("--df", type=float, default=3.0, help="target degrees of freedom")
     parser.add_argument("--correlation", type=float, default=0.5, help="target correlation between dimensions")
     parser.add_argument("--eval-every", type=int, default=100)
@@ -215,4 +215,4 @@ def plot(summary, curves, dims, stem, results_dir):
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

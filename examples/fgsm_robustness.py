@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from pyrozoo.cli import add_common_arguments, device_from_args
+from pyrozoo.cli import add_common_arguments, device_from_args, positive_int, run_main
 from pyrozoo.data import TensorBatches, load_mnist
 from pyrozoo.experiments.compress_sparse_vd import train_sparse_vd
 from pyrozoo.experiments.lenet import CompressionConfig
@@ -38,10 +38,10 @@ DEFAULT_EPSILONS = "0,0.02,0.05,0.1,0.15,0.2,0.3"
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--epochs", type=int, default=50, help="training epochs of every model")
+    parser.add_argument("--epochs", type=positive_int, default=50, help="training epochs of every model")
     parser.add_argument("--epsilons", default=DEFAULT_EPSILONS, help="attack strengths (inputs in [0, 1])")
-    parser.add_argument("--num-samples", type=int, default=20, help="posterior / dropout samples averaged per prediction")
-    parser.add_argument("--test-size", type=int, default=10000, help="attack the first N test images")
+    parser.add_argument("--num-samples", type=positive_int, default=20, help="posterior / dropout samples averaged per prediction")
+    parser.add_argument("--test-size", type=positive_int, default=10000, help="attack the first N test images")
     parser.add_argument("--dropout", type=float, default=0.5, help="dropout rate of the MC-dropout network")
     parser.add_argument("--variance-parameterization", default="layer", help="parameterization of the variance network (layer, neuron, zero-mean)")
     parser.add_argument("--sparse-vd-checkpoint", type=Path, default=None, help="a checkpoint of examples/compress_lenet.py's sparse-vd lenet300 run to reuse (trained further to --epochs if shorter)")
@@ -188,4 +188,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

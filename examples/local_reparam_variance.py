@@ -30,7 +30,7 @@ import pandas as pd
 import pyro
 import torch
 
-from pyrozoo.cli import add_common_arguments, device_from_args
+from pyrozoo.cli import add_common_arguments, device_from_args, positive_float, positive_int, run_main
 from pyrozoo.data import load_mnist
 from pyrozoo.guides import MeanFieldNormalGuide
 from pyrozoo.inference import ClosedFormKL_ELBO, fit
@@ -94,9 +94,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--hidden", default="1000,1000,1000", help="hidden layer widths")
     parser.add_argument("--checkpoints", default="10,100", help="epochs at which variances are measured")
-    parser.add_argument("--batch-size", type=int, default=100, help="minibatch size of the gradient estimates and of training")
+    parser.add_argument("--batch-size", type=positive_int, default=100, help="minibatch size of the gradient estimates and of training")
     parser.add_argument("--repeats", type=int, default=200, help="gradient estimates per estimator")
-    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--lr", type=positive_float, default=1e-3)
     parser.add_argument("--init-scale", type=float, default=1e-2, help="initial posterior standard deviation")
     parser.add_argument("--checkpoint", type=Path, default=None, help="training checkpoint (resumed if present)")
     add_common_arguments(parser)
@@ -156,4 +156,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

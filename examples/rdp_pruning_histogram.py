@@ -24,7 +24,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from pyrozoo.cli import add_common_arguments, device_from_args  # noqa: E402
+from pyrozoo.cli import add_common_arguments, device_from_args, positive_int, run_main  # noqa: E402
 from pyrozoo.reporting import save_figure  # noqa: E402
 
 
@@ -32,7 +32,7 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--statistics", type=Path, default=None, help="JSON written by the rdp compression method's statistics_out")
     parser.add_argument("--arch", default="lenet5", help="architecture when training here (lenet5 or lenet300)")
-    parser.add_argument("--epochs", type=int, default=None, help="training epochs when training here")
+    parser.add_argument("--epochs", type=positive_int, default=None, help="training epochs when training here")
     parser.add_argument("--stem", default=None, help="file stem of the figure (default: rdp_<arch>_pruning_histogram)")
     add_common_arguments(parser)
     return parser.parse_args(argv)
@@ -96,4 +96,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -37,7 +37,7 @@ import pyro
 import torch
 
 from pyrozoo import metrics
-from pyrozoo.cli import add_common_arguments, device_from_args
+from pyrozoo.cli import add_common_arguments, device_from_args, positive_float, positive_int, run_main
 from pyrozoo.data import TensorBatches, load_cifar10
 from pyrozoo.data.cifar import MEAN, STD
 from pyrozoo.inference.pruning import MagnitudePruning, layer_sparsity_for_overall, sparsity_of
@@ -168,12 +168,12 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--method", default="a-sghmc-sa", help=f"one of {', '.join(METHODS)}, a comma-separated list or 'all'")
     parser.add_argument("--sparsity", type=float, default=0.9, choices=sorted(PRIOR_BY_SPARSITY), help="target sparsity S of the whole network")
-    parser.add_argument("--pretrain-epochs", type=int, default=1000)
-    parser.add_argument("--epochs", type=int, default=1000, help="sparse fine-tuning epochs")
-    parser.add_argument("--batch-size", type=int, default=1000)
-    parser.add_argument("--pretrain-lr", type=float, default=2e-6)
+    parser.add_argument("--pretrain-epochs", type=positive_int, default=1000)
+    parser.add_argument("--epochs", type=positive_int, default=1000, help="sparse fine-tuning epochs")
+    parser.add_argument("--batch-size", type=positive_int, default=1000)
+    parser.add_argument("--pretrain-lr", type=positive_float, default=2e-6)
     parser.add_argument("--pretrain-tau", type=float, default=20000.0)
-    parser.add_argument("--lr", type=float, default=2e-9)
+    parser.add_argument("--lr", type=positive_float, default=2e-9)
     parser.add_argument("--tau", type=float, default=1000.0, help="initial inverse temperature of fine-tuning")
     parser.add_argument("--gaussian-scale", type=float, default=0.2, help="prior sd of the non-sparse parameters")
     parser.add_argument("--synthetic", action="store_true", help="random tensors of CIFAR-10's shape instead of CIFAR-10")
@@ -228,4 +228,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -27,7 +27,6 @@ seeds beside the published Table 1, and the posterior of beta_1..beta_3 (Fig. 1 
 
 import argparse
 import math
-import sys
 import time
 from pathlib import Path
 
@@ -37,7 +36,7 @@ import pyro.distributions as dist
 import torch
 from torch import nn
 
-from pyrozoo.cli import add_common_arguments, device_from_args, parse_seeds
+from pyrozoo.cli import add_common_arguments, device_from_args, parse_seeds, positive_float, positive_int, run_main
 from pyrozoo.inference.posterior_averaging import StepSizeWeightedAverage
 from pyrozoo.inference.sgmcmc import SGLD
 from pyrozoo.inference.sgmcmc_sa import StochasticApproximation
@@ -169,11 +168,11 @@ def parse_args(argv=None):
     parser.add_argument("--v0", default="0.01,0.1", help="Laplace scale factor(s), comma-separated")
     parser.add_argument("--sigma", default="2,1", help="initial sigma(s), comma-separated")
     parser.add_argument("--seeds", type=parse_seeds, default=parse_seeds("0-4"), help="e.g. 0-4 (a new data set and chain per seed)")
-    parser.add_argument("--iterations", type=int, default=500000, help="SGLD iterations per run (the paper: 500,000)")
-    parser.add_argument("--thin", type=int, default=100, help="thinning of the averaged samples (the authors: 100)")
+    parser.add_argument("--iterations", type=positive_int, default=500000, help="SGLD iterations per run (the paper: 500,000)")
+    parser.add_argument("--thin", type=positive_int, default=100, help="thinning of the averaged samples (the authors: 100)")
     parser.add_argument("--burn-in", type=float, default=0.2, help="fraction of iterations discarded (the authors: 100k of 500k)")
-    parser.add_argument("--batch-size", type=int, default=50)
-    parser.add_argument("--lr", type=float, default=1e-3, help="epsilon_k = lr * k^(-1/3)")
+    parser.add_argument("--batch-size", type=positive_int, default=50)
+    parser.add_argument("--lr", type=positive_float, default=1e-3, help="epsilon_k = lr * k^(-1/3)")
     parser.add_argument("--fix-delta", action="store_true", help="keep delta at 0.5 instead of updating it by SA (Eq. 15)")
     parser.add_argument("--out", type=Path, default=None, help="per-run CSV (default <results-dir>/sparse_regression.csv); existing rows are kept and their runs skipped")
     add_common_arguments(parser)
@@ -264,4 +263,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pyrozoo.cli import add_common_arguments
+from pyrozoo.cli import add_common_arguments, positive_int, run_main
 from pyrozoo.data import UCIDataset, parse_splits
 from pyrozoo.experiments.uci import published_baselines
 from pyrozoo.reporting import mean_and_stderr, save_table, to_markdown
@@ -128,7 +128,7 @@ def main(argv=None):
     parser.add_argument("--splits", default="0-19", help="split indices (protein is capped at its 5)")
     parser.add_argument("--datasets", default=",".join(DATASETS))
     parser.add_argument("--methods", default=",".join(METHODS))
-    parser.add_argument("--epochs", type=int, default=None, help="full-batch steps for every method (default: uci_importance_weighted.DEFAULTS)")
+    parser.add_argument("--epochs", type=positive_int, default=None, help="full-batch steps for every method (default: uci_importance_weighted.DEFAULTS)")
     parser.add_argument("--protein-batch-size", type=int, default=2048, help="protein minibatch size (0: full batch, ~0.6 s a step on one CPU core)")
     parser.add_argument("--protein-epochs", type=int, default=50, help="protein epochs (50 x 21 minibatches of 2048 ~ 1000 steps)")
     parser.add_argument("--runs", type=Path, default=None, help="per-split CSV (default: <results-dir>/uci_esbo_runs.csv)")
@@ -166,4 +166,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pyrozoo.cli import add_common_arguments
+from pyrozoo.cli import add_common_arguments, run_main
 from pyrozoo.data import UCI_DATASETS
 from pyrozoo.experiments.uci import published_baselines
 from pyrozoo.reporting import format_mean_se, mean_and_stderr, save_table, to_markdown
@@ -118,4 +118,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

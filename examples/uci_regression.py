@@ -22,7 +22,7 @@ import pandas as pd
 import pyro
 import torch
 
-from pyrozoo.cli import add_common_arguments, device_from_args
+from pyrozoo.cli import add_common_arguments, device_from_args, positive_float, positive_int, run_main
 from pyrozoo.data import UCI_DATASETS, UCIDataset, parse_splits
 from pyrozoo.experiments.uci import UCIRunConfig, available_methods, run_split, summarize
 from pyrozoo.reporting import save_table, to_markdown
@@ -35,10 +35,10 @@ def parse_args(argv=None):
     parser.add_argument("--method", default="bbb", help="method name(s), comma-separated (see --list-methods)")
     parser.add_argument("--dataset", default="bostonHousing", help=f"a data set, comma-separated list, or 'all' ({', '.join(UCI_DATASETS)})")
     parser.add_argument("--splits", default="0-19", help="split indices, e.g. 0-19, 0,3,5 or all")
-    parser.add_argument("--epochs", type=int, default=None, help="training epochs (default: the method's own)")
-    parser.add_argument("--batch-size", type=int, default=None)
-    parser.add_argument("--lr", type=float, default=None)
-    parser.add_argument("--num-samples", type=int, default=100, help="posterior samples for prediction")
+    parser.add_argument("--epochs", type=positive_int, default=None, help="training epochs (default: the method's own)")
+    parser.add_argument("--batch-size", type=positive_int, default=None)
+    parser.add_argument("--lr", type=positive_float, default=None)
+    parser.add_argument("--num-samples", type=positive_int, default=100, help="posterior samples for prediction")
     parser.add_argument("--float64", action="store_true", help="train in double precision")
     parser.add_argument("--out", type=Path, default=None, help="CSV of one row per run (default: <results-dir>/uci_<methods>.csv)")
     parser.add_argument("--resume", action="store_true", help="skip runs already in --out")
@@ -108,4 +108,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

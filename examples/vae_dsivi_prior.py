@@ -22,6 +22,7 @@ Example::
 """
 
 import argparse
+import hashlib
 import json
 import math
 import sys
@@ -34,7 +35,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pyrozoo.cli import add_common_arguments, device_from_args  # noqa: E402
+from pyrozoo.cli import add_common_arguments, device_from_args, parse_seeds, positive_float, positive_int, run_main  # noqa: E402
 from pyrozoo.data import TensorBatches, load_mnist  # noqa: E402
 from pyrozoo.inference import DSIVI_ELBO, LinearKLWarmup, collect_parameters, default_optimizer, fit, training_step  # noqa: E402
 from pyrozoo.models import MLP, VAE, AggregatedPosteriorPrior, AmortizedNormalGuide, GaussianEncoder, StandardNormalLatentPrior, VampPrior  # noqa: E402
@@ -107,9 +108,13 @@ def build(prior_name, K, x_train, *, latent_dim, hidden, device):
     return model, guide
 
 
+#: settings that change what is trained (``--epochs`` continues a checkpoint instead)
+TRAINING_SETTINGS = ("hidden", "latent_dim", "lr", "batch_size", "warmup_epochs", "train_points", "quick")
+
+
 def run_one(prior_name, K, seed, args, data, device):
     x_train, y_train, x_test = data
-    tag = f"{prior_name}_K{K}_seed{seed}"
+    tag = f"{prior_name}_K{K}_seed{seed}{args.settings_tag}"
     # the checkpoint continues across --epochs changes; the result file is per evaluation setting
     pp = f"_pp{args.prior_points or 'all'}" if prior_name == "dsivi" else ""
     done = args.checkpoint_dir / f"{tag}_epochs{args.epochs}_ll{args.ll_samples}{pp}_n{len(x_test)}.json"
@@ -207,23 +212,29 @@ def main(argv=None):
     parser = add_common_arguments(argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter))
     parser.add_argument("--priors", default="normal,vamp,dsivi", help=f"comma-separated subset of {PRIORS}, each run with every --K, or as name:K for one K (e.g. normal,vamp:500,dsivi:500,dsivi:5000)")
     parser.add_argument("--K", default="500", help="comma-separated K: VampPrior components / DSIVI prior samples per step")
-    parser.add_argument("--seeds", default=None, help="comma-separated seeds (default: --seed)")
-    parser.add_argument("--epochs", type=int, default=50)
-    parser.add_argument("--batch-size", type=int, default=100)
-    parser.add_argument("--lr", type=float, default=5e-4)
-    parser.add_argument("--latent-dim", type=int, default=40)
-    parser.add_argument("--hidden", type=int, default=300)
+    parser.add_argument("--seeds", type=parse_seeds, default=None, help="seeds, e.g. 0-2 or 0,3 (default: --seed)")
+    parser.add_argument("--epochs", type=positive_int, default=50)
+    parser.add_argument("--batch-size", type=positive_int, default=100)
+    parser.add_argument("--lr", type=positive_float, default=5e-4)
+    parser.add_argument("--latent-dim", type=positive_int, default=40)
+    parser.add_argument("--hidden", type=positive_int, default=300)
     parser.add_argument("--warmup-epochs", type=int, default=10)
-    parser.add_argument("--ll-samples", type=int, default=5000, help="importance samples per test point")
-    parser.add_argument("--test-points", type=int, default=None, help="evaluate on the first n test images (default all)")
+    parser.add_argument("--ll-samples", type=positive_int, default=5000, help="importance samples per test point")
+    parser.add_argument("--test-points", type=positive_int, default=None, help="evaluate on the first n test images (default all)")
     parser.add_argument("--prior-points", type=_points, default=None, help="training points in the DSIVI prior's evaluation mixture (default: all)")
-    parser.add_argument("--gap-points", type=int, default=1000, help="training images on which the DSIVI prior-term looseness is measured")
-    parser.add_argument("--train-points", type=int, default=None, help="train on the first n training images (default all)")
+    parser.add_argument("--gap-points", type=positive_int, default=1000, help="training images on which the DSIVI prior-term looseness is measured")
+    parser.add_argument("--train-points", type=positive_int, default=None, help="train on the first n training images (default all)")
     parser.add_argument("--checkpoint-dir", type=Path, default=Path("runs") / "vae_dsivi_prior")
     parser.add_argument("--out", type=Path, default=None, help="CSV with columns prior, K, seed, test_ll, epochs")
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads")
     parser.add_argument("--time-k", type=int, default=5000, help="time one DSIVI step with this K when it is not trained (0: skip)")
     args = parser.parse_args(argv)
+    if args.warmup_epochs < 0 or args.time_k < 0:
+        parser.error("--warmup-epochs and --time-k must be >= 0")
+    # checkpoints and cached results are named by prior, K and seed; any other training setting
+    # that differs from the defaults goes into the name, so a changed run never reuses a stale one
+    changed = [(k, getattr(args, k)) for k in TRAINING_SETTINGS if getattr(args, k) != parser.get_default(k)]
+    args.settings_tag = "_" + hashlib.sha1(repr(changed).encode()).hexdigest()[:8] if changed else ""
     if args.quick:
         args.epochs, args.hidden, args.latent_dim = 1, 32, 4
         args.train_points, args.test_points = args.train_points or 600, args.test_points or 50
@@ -236,7 +247,7 @@ def main(argv=None):
         runs = _runs(args.priors, args.K, quick=args.quick)
     except ValueError as e:
         parser.error(str(e))
-    seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else [args.seed]
+    seeds = args.seeds or [args.seed]
     x_train, y_train = load_mnist("mnist", train=True, data_dir=args.data_dir)
     x_test, _ = load_mnist("mnist", train=False, data_dir=args.data_dir)
     if args.train_points:
@@ -314,4 +325,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -25,7 +25,7 @@ import time
 
 import pandas as pd
 
-from pyrozoo.cli import add_common_arguments, device_from_args
+from pyrozoo.cli import add_common_arguments, device_from_args, positive_int, run_main
 from pyrozoo.data import load_mnist
 from pyrozoo.experiments.variance_networks import ARCHITECTURES
 from pyrozoo.experiments.variance_networks import PRIORS, PUBLISHED_TABLE2, accuracy_tracker, evaluate_parameterization, train_variational_dropout
@@ -46,9 +46,9 @@ def parse_args(argv=None):
     parser.add_argument("--arch", choices=ARCHITECTURES, default="lenet5-bn", help="lenet5-bn: the authors' LeNet-5 with batch normalisation (default)")
     parser.add_argument("--prior", choices=sorted(PRIORS), default="log-uniform")
     parser.add_argument("--parameterizations", default=",".join(PARAMETERIZATIONS), help="comma-separated subset of " + ", ".join(PARAMETERIZATIONS))
-    parser.add_argument("--epochs", type=int, default=PUBLISHED_EPOCHS, help="training epochs per parameterization (the authors': 200)")
+    parser.add_argument("--epochs", type=positive_int, default=PUBLISHED_EPOCHS, help="training epochs per parameterization (the authors': 200)")
     parser.add_argument("--train-size", type=int, default=None, help="use the first N training examples")
-    parser.add_argument("--num-samples", type=int, default=20, help="weight samples for test-time averaging")
+    parser.add_argument("--num-samples", type=positive_int, default=20, help="weight samples for test-time averaging")
     parser.add_argument("--checkpoint-dir", default=None, help="keep a resumable checkpoint per parameterization here")
     parser.add_argument("--track-every", type=int, default=0, help="every N epochs, record mean-propagation and test-time-averaging accuracy on --track-size test images (0: off); saved as <stem>_trajectory.{csv,md,png}")
     parser.add_argument("--track-size", type=int, default=2000)
@@ -159,4 +159,4 @@ def save_trajectory(trajectory: pd.DataFrame, args, num_samples: int) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

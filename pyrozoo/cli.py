@@ -1,6 +1,8 @@
 """Command-line options shared by the example scripts."""
 
 import argparse
+import os
+import sys
 from pathlib import Path
 
 import torch
@@ -13,7 +15,7 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
     """``--device --seed --data-dir --results-dir --quick --no-progress``."""
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (CUDA when available)")
     parser.add_argument("--seed", type=int, default=0, help="random seed")
-    parser.add_argument("--data-dir", type=Path, default=None, help="data root (default: $PYROZOO_DATA_DIR or ../shared/data)")
+    parser.add_argument("--data-dir", type=existing_directory, default=None, help="data root (default: $PYROZOO_DATA_DIR or ../shared/data)")
     parser.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS_DIR, help="where tables and plots are written")
     parser.add_argument("--quick", action="store_true", help="a small smoke configuration (used by the test suite)")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
@@ -31,4 +33,54 @@ def parse_seeds(spec: str):
 def device_from_args(args) -> torch.device:
     from pyrozoo.utils import resolve_device
 
-    return resolve_device(args.device)
+    try:
+        return resolve_device(args.device)
+    except RuntimeError as e:  # e.g. --device cuda without a GPU: the user's choice, not a bug
+        raise ValueError(f"--device {args.device}: {e}") from e
+
+
+def existing_directory(value: str) -> Path:
+    """argparse type: a folder that exists."""
+    path = Path(value)
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{value!r} is not an existing directory")
+    return path
+
+
+def positive_int(value: str) -> int:
+    """argparse type: an integer >= 1 (epochs, batch sizes, sample counts, widths)."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {number}")
+    return number
+
+
+def positive_float(value: str) -> float:
+    """argparse type: a finite number > 0 (learning rates, scales)."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if not (number > 0 and number != float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {value}")
+    return number
+
+
+#: errors a user's input can cause (bad values, missing files, an unavailable device)
+USER_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError)
+
+
+def run_main(main) -> None:
+    """Runs an example's ``main()`` as a command: a :data:`USER_ERRORS` exception ends it with
+    a one-line message and exit status 1 instead of a traceback (``PYROZOO_TRACEBACK=1``
+    shows the traceback); an int returned is the exit status."""
+    try:
+        code = main()
+    except USER_ERRORS as e:
+        if os.environ.get("PYROZOO_TRACEBACK"):
+            raise
+        sys.exit(f"{Path(sys.argv[0]).name}: error: {e} (PYROZOO_TRACEBACK=1 shows where)")
+    sys.exit(code if isinstance(code, int) else 0)

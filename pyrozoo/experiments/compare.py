@@ -202,6 +202,12 @@ def compare(
         rows = pd.read_csv(out).to_dict("records")
     done = {(r["dataset"], r["method"], int(r["seed"]), int(r["budget"])) for r in rows}
     data = _Data(data_dir, mnist_train_size, mnist_test_size)
+    if not budgets or min(budgets) < 1:
+        raise ValueError(f"budgets must be >= 1 gradient evaluation, got {list(budgets)}")
+    # a method may exist for one protocol only (skipped elsewhere, with a message), but a request
+    # in which nothing can run is a mistake, not an empty table
+    if not any(m in registered_methods(protocol(d)) for m in methods for d in datasets):
+        raise ValueError(f"none of the methods {list(methods)} is registered for the data sets {list(datasets)}")
 
     for dataset in datasets:
         proto = protocol(dataset)

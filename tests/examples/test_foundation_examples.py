@@ -25,9 +25,22 @@ def test_uci_regression_rejects_unknown_names(tmp_path, monkeypatch):
         run_example("uci_regression.py", "--dataset", "iris", "--quick", "--results-dir", tmp_path, monkeypatch=monkeypatch)
 
 
-def test_uci_regression_missing_data_dir_is_a_clear_error(tmp_path, monkeypatch):
-    with pytest.raises(FileNotFoundError, match="does not exist"):
+def test_uci_regression_missing_data_dir_is_a_clear_error(tmp_path, monkeypatch, capsys):
+    with pytest.raises(SystemExit) as info:
         run_example("uci_regression.py", "--quick", "--data-dir", tmp_path / "nowhere", "--results-dir", tmp_path, monkeypatch=monkeypatch)
+    assert info.value.code == 2 and "not an existing directory" in capsys.readouterr().err
+
+
+def test_uci_regression_bad_values_end_in_one_line_errors(tmp_path, monkeypatch, capsys):
+    for bad in (["--epochs", "0"], ["--lr", "-1"], ["--batch-size", "0"], ["--num-samples", "0"]):
+        with pytest.raises(SystemExit) as info:
+            run_example("uci_regression.py", "--quick", *bad, "--results-dir", tmp_path, monkeypatch=monkeypatch)
+        assert info.value.code == 2 and bad[0] in capsys.readouterr().err
+    # a value argparse cannot judge (a split the data set does not have) ends in run_main's message
+    monkeypatch.delenv("PYROZOO_TRACEBACK", raising=False)
+    with pytest.raises(SystemExit) as info:
+        run_example("uci_regression.py", "--splits", "25", "--results-dir", tmp_path, monkeypatch=monkeypatch)
+    assert "uci_regression.py: error:" in str(info.value.code) and "25" in str(info.value.code)
 
 
 def test_bayes_by_backprop_mnist_quick(tmp_path, monkeypatch):

@@ -264,3 +264,10 @@ def test_compare_on_mnist(tmp_path):
 def test_unknown_dataset_is_an_error():
     with pytest.raises(ValueError, match="unknown dataset"):
         harness.compare(["map"], ["iris"], [5], [0])
+
+
+def test_a_request_in_which_nothing_can_run_is_an_error():
+    with pytest.raises(ValueError, match="none of the methods"):
+        harness.compare(["no-such-method"], ["bostonHousing"], [5], [0])
+    with pytest.raises(ValueError, match="budgets"):
+        harness.compare(["map"], ["bostonHousing"], [0], [0])
