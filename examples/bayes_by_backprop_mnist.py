@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 import pyro
 
-from pyrozoo.cli import add_common_arguments, device_from_args, positive_float, positive_int, run_main
+from pyrozoo.cli import add_common_arguments, device_from_args, float_list, positive_float, positive_int, run_main
 from pyrozoo.compression.graves import pruning_curve
 from pyrozoo.data import load_mnist
 from pyrozoo.guides import MeanFieldNormalGuide
@@ -47,7 +47,7 @@ def main(argv=None):
     parser.add_argument("--kl-weights", choices=["uniform", "blundell"], default="blundell", help="minibatch KL weighting (eq. 9)")
     parser.add_argument("--estimator", choices=["weights", "local"], default="weights", help="one weight sample per minibatch, or local reparameterization")
     parser.add_argument("--num-samples", type=positive_int, default=20, help="posterior draws for the predictive")
-    parser.add_argument("--thresholds", default="0.5,1,1.5,2,3", help="|mu/sigma| pruning thresholds")
+    parser.add_argument("--thresholds", type=float_list, default="0.5,1,1.5,2,3", help="|mu/sigma| pruning thresholds")
     parser.add_argument("--checkpoint", type=Path, default=None, help="training checkpoint (resumed if present)")
     add_common_arguments(parser)
     args = parser.parse_args(argv)
@@ -93,7 +93,7 @@ def main(argv=None):
     save_table(table, stem, args.results_dir, title="Bayes by Backprop on MNIST", notes=f"Measured configuration: {config}. Test error in percent; `test_error` uses the posterior predictive with {args.num_samples} draws, `test_error_posterior_mean` the network at the posterior mean.")
     print(to_markdown(table))
 
-    thresholds = [float(t) for t in args.thresholds.split(",")]
+    thresholds = args.thresholds
     curve = pruning_curve(guide, thresholds, test_metrics, include=lambda name: name.endswith("weight"))
     save_table(curve, stem + "_pruning", args.results_dir, title="Graves-style pruning of the BBB posterior by |mu/sigma|", notes="Threshold 0 is the unpruned network; weights with |mu/sigma| below the threshold are set to exactly zero. Biases are kept.")
     print(to_markdown(curve))

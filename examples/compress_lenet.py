@@ -25,6 +25,7 @@ optional ``per_layer_sparsity, pruned_architecture, bits, flops, source``.
 """
 
 import argparse
+import hashlib
 import json
 import sys
 import time
@@ -41,6 +42,11 @@ from pyrozoo.utils import set_seed
 TABLE_COLUMNS = ["method", "arch", "source", "test_error", "compression_ratio", "params_kept", "flops", "pruned_architecture", "per_layer_sparsity", "bits", "compression_with_bits", "epochs"]
 
 
+#: ``--extra`` keys that only change how a trained model is pruned or evaluated: they do not
+#: select a different training checkpoint
+EVALUATION_SETTINGS = ("thresholds", "min_gap", "statistics_out", "predictive_samples")
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--method", default="sparse-vd", help="method name(s), comma-separated (see --list-methods)")
@@ -54,6 +60,10 @@ def parse_args(argv=None):
     parser.add_argument("--table-stem", default=None, help="stem of the saved table (default: compress_lenet_<methods>_<archs>)")
     parser.add_argument("--notes", default=None, help="text appended to the saved table (e.g. the settings and reductions)")
     parser.add_argument("--summarize", type=Path, nargs="+", default=None, help="only build the table from these run CSVs")
+    parser.add_argument("--resume", action="store_true", help="keep the runs already in --out and skip them (an interrupted sweep continues)")
+    parser.add_argument("--checkpoint-dir", type=Path, default=Path("runs") / "compress_lenet",
+                        help="per-epoch training checkpoints, one per method, architecture, seed and settings, resumed when present "
+                             "(not with --quick unless given; a 'checkpoint' in --extra takes precedence)")
     parser.add_argument("--list-methods", action="store_true")
     add_common_arguments(parser)
     return parser.parse_args(argv)
@@ -114,7 +124,11 @@ def main(argv=None):
         sys.exit(f"--extra is not valid JSON: {e}")
     from pyrozoo.cli import parse_seeds
 
-    seeds = parse_seeds(args.seeds) if args.seeds else [args.seed]
+    try:
+        seeds = parse_seeds(args.seeds) if args.seeds else [args.seed]
+    except argparse.ArgumentTypeError as e:
+        sys.exit(f"--seeds: {e}")
+    checkpoints = None if args.quick and "--checkpoint-dir" not in (argv if argv is not None else sys.argv) else args.checkpoint_dir
     device = device_from_args(args)
     train = load_mnist("mnist", train=True, data_dir=args.data_dir)
     test = load_mnist("mnist", train=False, data_dir=args.data_dir)
@@ -122,14 +136,23 @@ def main(argv=None):
         train = (train[0][:1000], train[1][:1000])
         test = (test[0][:500], test[1][:500])
     out = args.out or (args.results_dir / "compress_lenet_runs.csv")
-    rows = []
+    details_path = out.with_name(out.stem + "_details.csv")
+    rows = pd.read_csv(details_path).to_dict("records") if args.resume and details_path.exists() else []
+    done = {(r["method"], r["arch"], int(r["seed"])) for r in rows}
     for name in names:
         for arch in archs:
             for seed in seeds:
+                if (name, arch, seed) in done:
+                    continue
                 set_seed(seed)
+                run_extra = dict(extra)
+                if checkpoints is not None and "checkpoint" not in run_extra:
+                    trained = {k: v for k, v in extra.items() if k not in EVALUATION_SETTINGS}
+                    settings = json.dumps([args.epochs, args.batch_size, args.lr, trained], sort_keys=True)
+                    run_extra["checkpoint"] = str(checkpoints / f"{name}_{arch}_seed{seed}_{hashlib.sha1(settings.encode()).hexdigest()[:8]}.pt")
                 config = CompressionConfig(
                     arch=arch, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, device=device,
-                    seed=seed, quick=args.quick, progress=not args.no_progress, extra=dict(extra),
+                    seed=seed, quick=args.quick, progress=not args.no_progress, extra=run_extra,
                 )
                 t0 = time.perf_counter()
                 result = methods[name].run(train, test, config)
@@ -150,7 +173,7 @@ def main(argv=None):
                 runs = pd.DataFrame(rows)
                 out.parent.mkdir(parents=True, exist_ok=True)
                 runs[CSV_COLUMNS].to_csv(out, index=False)
-                runs.to_csv(out.with_name(out.stem + "_details.csv"), index=False)
+                runs.to_csv(details_path, index=False)
     runs = pd.DataFrame(rows)
     stem = args.table_stem or f"compress_lenet_{'-'.join(names)}_{'-'.join(archs)}"
     return _report(runs, args, stem)

@@ -22,12 +22,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from pyrozoo.cli import add_common_arguments, device_from_args, positive_int, run_main
+from pyrozoo.cli import add_common_arguments, device_from_args, float_list, positive_int, run_main
 from pyrozoo.data import TensorBatches, load_mnist
 from pyrozoo.experiments.compress_sparse_vd import train_sparse_vd
 from pyrozoo.experiments.lenet import CompressionConfig
 from pyrozoo.experiments.lenet_recipes import linear_to_zero
 from pyrozoo.experiments.variance_networks import train_variational_dropout
+from pyrozoo.guides.variational_dropout import PARAMETERIZATIONS
 from pyrozoo.inference import default_optimizer
 from pyrozoo.reporting import save_figure, save_table, to_markdown
 from pyrozoo.robustness import fgsm_accuracy
@@ -39,11 +40,11 @@ DEFAULT_EPSILONS = "0,0.02,0.05,0.1,0.15,0.2,0.3"
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--epochs", type=positive_int, default=50, help="training epochs of every model")
-    parser.add_argument("--epsilons", default=DEFAULT_EPSILONS, help="attack strengths (inputs in [0, 1])")
+    parser.add_argument("--epsilons", type=float_list, default=DEFAULT_EPSILONS, help="attack strengths (inputs in [0, 1])")
     parser.add_argument("--num-samples", type=positive_int, default=20, help="posterior / dropout samples averaged per prediction")
     parser.add_argument("--test-size", type=positive_int, default=10000, help="attack the first N test images")
     parser.add_argument("--dropout", type=float, default=0.5, help="dropout rate of the MC-dropout network")
-    parser.add_argument("--variance-parameterization", default="layer", help="parameterization of the variance network (layer, neuron, zero-mean)")
+    parser.add_argument("--variance-parameterization", default="layer", choices=PARAMETERIZATIONS, help="parameterization of the variance network")
     parser.add_argument("--sparse-vd-checkpoint", type=Path, default=None, help="a checkpoint of examples/compress_lenet.py's sparse-vd lenet300 run to reuse (trained further to --epochs if shorter)")
     parser.add_argument("--variance-checkpoint", type=Path, default=None, help="a checkpoint of examples/variance_networks.py's lenet300 run of --variance-parameterization to reuse")
     parser.add_argument("--checkpoint-dir", type=Path, default=None, help="resumable checkpoints of the models trained here")
@@ -104,7 +105,7 @@ def posterior_probs(model, guide, num_samples):
 def main(argv=None):
     args = parse_args(argv)
     device = device_from_args(args)
-    epsilons = [float(e) for e in args.epsilons.split(",")]
+    epsilons = args.epsilons
     train = load_mnist("mnist", train=True, data_dir=args.data_dir)
     test = load_mnist("mnist", train=False, data_dir=args.data_dir)
     epochs, num_samples, test_size = args.epochs, args.num_samples, args.test_size

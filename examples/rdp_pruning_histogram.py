@@ -31,7 +31,7 @@ from pyrozoo.reporting import save_figure  # noqa: E402
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--statistics", type=Path, default=None, help="JSON written by the rdp compression method's statistics_out")
-    parser.add_argument("--arch", default="lenet5", help="architecture when training here (lenet5 or lenet300)")
+    parser.add_argument("--arch", default="lenet5", choices=("lenet5", "lenet300"), help="architecture when training here")
     parser.add_argument("--epochs", type=positive_int, default=None, help="training epochs when training here")
     parser.add_argument("--stem", default=None, help="file stem of the figure (default: rdp_<arch>_pruning_histogram)")
     add_common_arguments(parser)

@@ -69,6 +69,17 @@ def positive_float(value: str) -> float:
     return number
 
 
+def float_list(value: str) -> list:
+    """argparse type: comma-separated finite numbers, e.g. ``"0,0.05,0.1"``."""
+    try:
+        numbers = [float(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a comma-separated list of numbers") from None
+    if not numbers or not all(abs(n) != float("inf") and n == n for n in numbers):
+        raise argparse.ArgumentTypeError(f"{value!r}: need at least one finite number")
+    return numbers
+
+
 #: errors a user's input can cause (bad values, missing files, an unavailable device)
 USER_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError)
 

@@ -37,6 +37,26 @@ def test_compress_lenet_quick(method, arch, tmp_path, monkeypatch):
     assert (tmp_path / "summary.md").read_text().count("measured (this repository)") == 1
 
 
+def test_compress_lenet_checkpoints_and_resumes(tmp_path, monkeypatch, capsys):
+    """With --checkpoint-dir every run keeps a per-epoch checkpoint (a rerun evaluates the finished
+    one instead of training again), and --resume keeps the finished rows and skips their runs."""
+    out, ckpt = tmp_path / "runs.csv", tmp_path / "ckpt"
+    args = ["--method", "sparse-vd", "--arch", "lenet300", "--quick", "--no-progress", "--results-dir", tmp_path, "--out", out, "--checkpoint-dir", ckpt]
+    run_example("compress_lenet.py", *args, monkeypatch=monkeypatch)
+    first = pd.read_csv(out)
+    saved = list(ckpt.glob("sparse-vd_lenet300_seed0_*.pt"))
+    assert len(saved) == 1
+    stamp = saved[0].stat().st_mtime_ns
+    run_example("compress_lenet.py", *args, monkeypatch=monkeypatch)  # finished checkpoint: evaluated, not retrained
+    assert saved[0].stat().st_mtime_ns == stamp
+    pd.testing.assert_frame_equal(pd.read_csv(out), first)
+    capsys.readouterr()
+    run_example("compress_lenet.py", *args, "--seeds", "0-1", "--resume", monkeypatch=monkeypatch)
+    runs = pd.read_csv(out)
+    assert list(runs.seed) == [0, 1] and "seed 0" not in capsys.readouterr().out  # seed 0 was not run again
+    pd.testing.assert_frame_equal(runs.iloc[:1], first)
+
+
 def test_compress_lenet_rejects_unknown_names(tmp_path, monkeypatch):
     with pytest.raises(SystemExit):
         run_example("compress_lenet.py", "--method", "nope", "--quick", "--results-dir", tmp_path, monkeypatch=monkeypatch)
