@@ -37,11 +37,14 @@ def parse_int_ranges(spec: str) -> List[int]:
     out = []
     for part in str(spec).split(","):
         part = part.strip()
-        if "-" in part:
-            a, b = part.split("-", 1)
-            out.extend(range(int(a), int(b) + 1))
-        elif part:
-            out.append(int(part))
+        try:
+            if "-" in part:
+                a, b = part.split("-", 1)
+                out.extend(range(int(a), int(b) + 1))
+            elif part:
+                out.append(int(part))
+        except ValueError:
+            raise ValueError(f"{spec!r} is not a list of integers and ranges such as 0-4 or 0,3,5-7") from None
     return out
 
 

@@ -24,3 +24,18 @@ def test_evaluation_mode_freezes_batch_statistics_and_restores_each_modules_mode
         with evaluation_mode(net):
             raise RuntimeError("interrupted")
     assert [m.training for m in net] == [True, True, False]
+
+
+@pytest.mark.parametrize("spec, expected", [("0-4", [0, 1, 2, 3, 4]), ("0,3,5-7", [0, 3, 5, 6, 7]), ("2", [2]), ("", [])])
+def test_parse_int_ranges(spec, expected):
+    from pyrozoo.utils import parse_int_ranges
+
+    assert parse_int_ranges(spec) == expected
+
+
+@pytest.mark.parametrize("spec", ["abc", "0-x", "1,,b"])
+def test_parse_int_ranges_names_the_bad_spec(spec):
+    from pyrozoo.utils import parse_int_ranges
+
+    with pytest.raises(ValueError, match="ranges such as 0-4"):
+        parse_int_ranges(spec)
