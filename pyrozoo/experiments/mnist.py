@@ -18,6 +18,7 @@ import torch
 
 from pyrozoo.data import load_mnist
 from pyrozoo.experiments.registry import Method, MethodRegistry
+from pyrozoo.utils import set_seed
 
 
 @dataclass
@@ -71,6 +72,7 @@ def available_methods() -> Dict[str, Method]:
 def run_mnist(method: str, data: MNISTData, config: MNISTRunConfig) -> dict:
     """Runs one method; adds ``train_seconds`` (wall clock of the whole run, evaluation included)."""
     MNIST_REGISTRY.get(method)
+    set_seed(config.seed)  # the network's initialisation too, as for UCI runs
     return MNIST_REGISTRY.run_timed(method, data.to(config.device), config, required=("error", "test_ll"))
 
 

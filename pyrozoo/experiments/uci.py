@@ -24,6 +24,7 @@ from pyrozoo.data.paths import resolve_data_dir
 from pyrozoo.models import MLP, BayesianNeuralNetwork, Gaussian
 from pyrozoo.experiments.registry import Method, MethodRegistry
 from pyrozoo.reporting import mean_and_stderr
+from pyrozoo.utils import set_seed
 
 
 @dataclass
@@ -69,6 +70,9 @@ def available_methods() -> Dict[str, Method]:
 def run_split(method: str, split: UCISplit, config: UCIRunConfig) -> dict:
     """Runs one method on one split; adds ``train_seconds`` (wall clock of the whole run)."""
     UCI_REGISTRY.get(method)  # an unknown name fails before the data moves
+    # the network is initialised when the method builds it, before any seed its training sets:
+    # seed here, so that a run is reproducible whatever ran before it in the process
+    set_seed(config.seed + split.split)
     return UCI_REGISTRY.run_timed(method, split.to(config.device, config.dtype), config, required=("rmse", "test_ll"))
 
 

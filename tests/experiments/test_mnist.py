@@ -3,6 +3,7 @@
 import math
 
 import pytest
+import torch
 
 from pyrozoo.experiments.mnist import MNISTRunConfig, available_methods, load_mnist_data, run_mnist
 
@@ -32,3 +33,11 @@ def test_learns_above_chance(method, small_mnist):
     # chance is 90% error; 300 test images put its 4.5-sigma band above 82%
     assert 0 <= result["error"] < 80
     assert math.isfinite(result["test_ll"]) and result["test_ll"] > -math.log(10)
+
+
+def test_a_run_is_determined_by_its_seed(small_mnist):
+    config = MNISTRunConfig(epochs=1, batch_size=100, num_samples=2, hidden=(16,), seed=1)
+    first = run_mnist("mfvi", small_mnist, config)
+    torch.rand(1000)
+    again = run_mnist("mfvi", small_mnist, config)
+    assert (again["error"], again["test_ll"]) == (first["error"], first["test_ll"])
