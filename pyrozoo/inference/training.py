@@ -190,27 +190,23 @@ def fit(
         batches.load_state_dict(state["batches"])
         _set_rng_states(state["rng"])
 
-    saved_epoch = start_epoch if state is not None else None  # the epoch the file on disk holds
+    # the last completed epoch's state while the file on disk is older (checkpoint_every > 1):
+    # an interrupt saves it, never the half-updated parameters of the epoch it cut short
+    snapshot = None
 
-    def save(epoch, snapshot=None):
-        nonlocal saved_epoch
+    def save(epoch, state=None):
+        nonlocal snapshot
         if checkpoint is None:
             return
         checkpoint.parent.mkdir(parents=True, exist_ok=True)
-        _atomic_save(snapshot if snapshot is not None else _state(epoch, history, model, guide, opt, batches), checkpoint)
-        saved_epoch = epoch
+        _atomic_save(state if state is not None else _state(epoch, history, model, guide, opt, batches), checkpoint)
+        snapshot = None
 
     num_batches = len(batches)
     epoch = start_epoch
     bar = tqdm(range(start_epoch, epochs), initial=start_epoch, total=epochs, disable=not progress, desc="fit", dynamic_ncols=True)
-    snapshot = None
     try:
         for epoch in bar:
-            # an interrupt mid-epoch must save the state at the epoch's start, not its half-updated
-            # parameters; when the file on disk is not that state (checkpoint_every > 1), keep a copy
-            snapshot = None
-            if checkpoint is not None and history and saved_epoch != epoch:
-                snapshot = copy.deepcopy(_state(epoch, history, model, guide, opt, batches))
             if lr_schedule is not None:
                 factor = float(lr_schedule(epoch))
                 for group, base in zip(opt.param_groups, base_lrs):
@@ -234,16 +230,15 @@ def fit(
             bar.set_postfix(loss=f"{mean_loss:.4g}")
             if (epoch + 1) % checkpoint_every == 0 or epoch + 1 == epochs:
                 save(epoch + 1)
+            elif checkpoint is not None:
+                snapshot = copy.deepcopy(_state(epoch + 1, history, model, guide, opt, batches))
             if callback is not None and callback(epoch, row):
                 save(epoch + 1)
                 break
     except KeyboardInterrupt:
         bar.close()
-        if checkpoint is not None and history and saved_epoch != history[-1]["epoch"]:
-            if history[-1]["epoch"] == epoch + 1:
-                save(epoch + 1)  # interrupted after the epoch completed (e.g. in the callback)
-            elif snapshot is not None:
-                save(history[-1]["epoch"], snapshot)  # mid-epoch: redone on resume from its start
+        if snapshot is not None:
+            save(snapshot["epoch"], snapshot)
         raise
     finally:
         bar.close()
