@@ -25,7 +25,6 @@ optional ``per_layer_sparsity, pruned_architecture, bits, flops, source``.
 """
 
 import argparse
-import hashlib
 import json
 import sys
 import time
@@ -33,7 +32,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pyrozoo.cli import add_common_arguments, device_from_args, positive_float, positive_int, run_main
+from pyrozoo.cli import add_common_arguments, device_from_args, parse_seeds, positive_float, positive_int, run_main, settings_digest
 from pyrozoo.data import load_mnist
 from pyrozoo.experiments.lenet import ARCHITECTURES, CSV_COLUMNS, CompressionConfig, available_methods
 from pyrozoo.reporting import save_table, to_markdown
@@ -45,13 +44,14 @@ TABLE_COLUMNS = ["method", "arch", "source", "test_error", "compression_ratio", 
 #: ``--extra`` keys that only change how a trained model is pruned or evaluated: they do not
 #: select a different training checkpoint
 EVALUATION_SETTINGS = ("thresholds", "min_gap", "statistics_out", "predictive_samples")
+DEFAULT_CHECKPOINT_DIR = Path("runs") / "compress_lenet"
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--method", default="sparse-vd", help="method name(s), comma-separated (see --list-methods)")
     parser.add_argument("--arch", default="lenet300", help=f"architecture(s), comma-separated: {', '.join(ARCHITECTURES)}")
-    parser.add_argument("--seeds", default=None, help="seeds, e.g. 0-2 or 0,3 (default: --seed)")
+    parser.add_argument("--seeds", type=parse_seeds, default=None, help="seeds, e.g. 0-2 or 0,3 (default: --seed)")
     parser.add_argument("--epochs", type=positive_int, default=None, help="training epochs (default: the method's own, 200 for the papers' recipes)")
     parser.add_argument("--batch-size", type=positive_int, default=None)
     parser.add_argument("--lr", type=positive_float, default=None)
@@ -61,9 +61,9 @@ def parse_args(argv=None):
     parser.add_argument("--notes", default=None, help="text appended to the saved table (e.g. the settings and reductions)")
     parser.add_argument("--summarize", type=Path, nargs="+", default=None, help="only build the table from these run CSVs")
     parser.add_argument("--resume", action="store_true", help="keep the runs already in --out and skip them (an interrupted sweep continues)")
-    parser.add_argument("--checkpoint-dir", type=Path, default=Path("runs") / "compress_lenet",
-                        help="per-epoch training checkpoints, one per method, architecture, seed and settings, resumed when present "
-                             "(not with --quick unless given; a 'checkpoint' in --extra takes precedence)")
+    parser.add_argument("--checkpoint-dir", type=Path, default=None,
+                        help=f"per-epoch training checkpoints, one per method, architecture, seed and settings, resumed when present "
+                             f"(default {DEFAULT_CHECKPOINT_DIR}, none with --quick; a 'checkpoint' in --extra takes precedence)")
     parser.add_argument("--list-methods", action="store_true")
     add_common_arguments(parser)
     return parser.parse_args(argv)
@@ -122,13 +122,8 @@ def main(argv=None):
         extra = json.loads(args.extra)
     except json.JSONDecodeError as e:
         sys.exit(f"--extra is not valid JSON: {e}")
-    from pyrozoo.cli import parse_seeds
-
-    try:
-        seeds = parse_seeds(args.seeds) if args.seeds else [args.seed]
-    except argparse.ArgumentTypeError as e:
-        sys.exit(f"--seeds: {e}")
-    checkpoints = None if args.quick and "--checkpoint-dir" not in (argv if argv is not None else sys.argv) else args.checkpoint_dir
+    seeds = args.seeds or [args.seed]
+    checkpoints = args.checkpoint_dir if args.checkpoint_dir is not None else (None if args.quick else DEFAULT_CHECKPOINT_DIR)
     device = device_from_args(args)
     train = load_mnist("mnist", train=True, data_dir=args.data_dir)
     test = load_mnist("mnist", train=False, data_dir=args.data_dir)
@@ -148,8 +143,8 @@ def main(argv=None):
                 run_extra = dict(extra)
                 if checkpoints is not None and "checkpoint" not in run_extra:
                     trained = {k: v for k, v in extra.items() if k not in EVALUATION_SETTINGS}
-                    settings = json.dumps([args.epochs, args.batch_size, args.lr, trained], sort_keys=True)
-                    run_extra["checkpoint"] = str(checkpoints / f"{name}_{arch}_seed{seed}_{hashlib.sha1(settings.encode()).hexdigest()[:8]}.pt")
+                    digest = settings_digest([args.epochs, args.batch_size, args.lr, sorted(trained.items())])
+                    run_extra["checkpoint"] = str(checkpoints / f"{name}_{arch}_seed{seed}_{digest}.pt")
                 config = CompressionConfig(
                     arch=arch, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, device=device,
                     seed=seed, quick=args.quick, progress=not args.no_progress, extra=run_extra,

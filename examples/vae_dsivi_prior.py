@@ -22,7 +22,6 @@ Example::
 """
 
 import argparse
-import hashlib
 import json
 import math
 import sys
@@ -35,7 +34,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pyrozoo.cli import add_common_arguments, device_from_args, parse_seeds, positive_float, positive_int, run_main  # noqa: E402
+from pyrozoo.cli import add_common_arguments, device_from_args, parse_seeds, positive_float, positive_int, run_main, settings_digest  # noqa: E402
 from pyrozoo.data import TensorBatches, load_mnist  # noqa: E402
 from pyrozoo.inference import DSIVI_ELBO, LinearKLWarmup, collect_parameters, default_optimizer, fit, training_step  # noqa: E402
 from pyrozoo.models import MLP, VAE, AggregatedPosteriorPrior, AmortizedNormalGuide, GaussianEncoder, StandardNormalLatentPrior, VampPrior  # noqa: E402
@@ -234,7 +233,7 @@ def main(argv=None):
     # checkpoints and cached results are named by prior, K and seed; any other training setting
     # that differs from the defaults goes into the name, so a changed run never reuses a stale one
     changed = [(k, getattr(args, k)) for k in TRAINING_SETTINGS if getattr(args, k) != parser.get_default(k)]
-    args.settings_tag = "_" + hashlib.sha1(repr(changed).encode()).hexdigest()[:8] if changed else ""
+    args.settings_tag = "_" + settings_digest(changed) if changed else ""
     if args.quick:
         args.epochs, args.hidden, args.latent_dim = 1, 32, 4
         args.train_points, args.test_points = args.train_points or 600, args.test_points or 50

@@ -1,6 +1,7 @@
 """Command-line options shared by the example scripts."""
 
 import argparse
+import hashlib
 import os
 import sys
 from pathlib import Path
@@ -47,12 +48,16 @@ def existing_directory(value: str) -> Path:
     return path
 
 
+def _number(text: str, convert, noun: str):
+    try:
+        return convert(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {noun}") from None
+
+
 def positive_int(value: str) -> int:
     """argparse type: an integer >= 1 (epochs, batch sizes, sample counts, widths)."""
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
+    number = _number(value, int, "an integer")
     if number < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {number}")
     return number
@@ -60,10 +65,7 @@ def positive_int(value: str) -> int:
 
 def positive_float(value: str) -> float:
     """argparse type: a finite number > 0 (learning rates, scales)."""
-    try:
-        number = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    number = _number(value, float, "a number")
     if not (number > 0 and number != float("inf")):
         raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {value}")
     return number
@@ -71,13 +73,16 @@ def positive_float(value: str) -> float:
 
 def float_list(value: str) -> list:
     """argparse type: comma-separated finite numbers, e.g. ``"0,0.05,0.1"``."""
-    try:
-        numbers = [float(v) for v in value.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a comma-separated list of numbers") from None
+    numbers = [_number(v, float, "a number") for v in value.split(",") if v.strip()]
     if not numbers or not all(abs(n) != float("inf") and n == n for n in numbers):
         raise argparse.ArgumentTypeError(f"{value!r}: need at least one finite number")
     return numbers
+
+
+def settings_digest(settings) -> str:
+    """Eight hex digits naming a run's settings (``repr`` of a list of pairs or values), for
+    checkpoint and result file names that must change whenever the settings do."""
+    return hashlib.sha1(repr(settings).encode()).hexdigest()[:8]
 
 
 #: errors a user's input can cause (bad values, missing files, an unavailable device)

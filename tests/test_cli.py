@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from pyrozoo.cli import device_from_args, existing_directory, positive_float, positive_int, run_main
+from pyrozoo.cli import device_from_args, existing_directory, float_list, positive_float, positive_int, run_main, settings_digest
 
 
 @pytest.mark.parametrize("text, value", [("1", 1), ("250", 250)])
@@ -35,6 +35,19 @@ def test_positive_float_and_directory_accept(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(argparse.ArgumentTypeError):
         existing_directory(str(tmp_path / "file"))
+
+
+def test_float_list():
+    assert float_list("0,0.05, 1e-1") == [0.0, 0.05, 0.1]
+    for bad in ("", "0,abc", "inf", "nan,1"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            float_list(bad)
+
+
+def test_settings_digest_names_settings():
+    a = settings_digest([("lr", 0.001), ("hidden", 64)])
+    assert len(a) == 8 and a == settings_digest([("lr", 0.001), ("hidden", 64)])
+    assert a != settings_digest([("lr", 0.002), ("hidden", 64)])
 
 
 def test_run_main_turns_user_errors_into_one_line_exits(monkeypatch):

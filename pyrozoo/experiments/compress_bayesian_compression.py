@@ -24,7 +24,6 @@ default -3, the scale of the authors' LeNet-300-100 thresholds -2.8, -3, -5), ``
 (BC-GHS global scale, default 1e-5), ``checkpoint``.
 """
 
-
 import pyro
 import torch
 

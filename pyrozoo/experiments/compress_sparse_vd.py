@@ -10,7 +10,6 @@ evaluated. ``--extra '{"prior": "ard"}'`` trains with the ARD KL ``1/2 log(1 + 1
 of the log-uniform prior's.
 """
 
-
 import pyro
 import torch
 

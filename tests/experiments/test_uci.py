@@ -3,16 +3,7 @@
 import pytest
 import torch
 
-from pyrozoo.data import UCIDataset
 from pyrozoo.experiments.uci import UCIRunConfig, run_split
-
-
-@pytest.fixture(scope="module")
-def boston_split():
-    try:
-        return UCIDataset("bostonHousing").split(0)
-    except FileNotFoundError:
-        pytest.skip("UCI data not available")
 
 
 @pytest.mark.parametrize("method", ["map", "bbb"])

@@ -5,15 +5,9 @@ import math
 
 import pytest
 
-from pyrozoo.data import UCIDataset
 from pyrozoo.experiments.uci import UCIRunConfig, available_methods, run_split
 
 METHODS = ["iwae", "renyi", "esbo"]
-
-
-@pytest.fixture(scope="module")
-def boston_split():
-    return UCIDataset("bostonHousing").split(0)
 
 
 def test_methods_are_registered_and_labelled():

@@ -6,15 +6,9 @@ import math
 import pytest
 import torch
 
-from pyrozoo.data import UCIDataset
 from pyrozoo.experiments.uci import UCIRunConfig, available_methods, run_split
 
 METHODS = ["sgld", "sghmc", "sgld-sa", "sghmc-sa"]
-
-
-@pytest.fixture(scope="module")
-def boston_split():
-    return UCIDataset("bostonHousing").split(0)
 
 
 def test_methods_are_registered():

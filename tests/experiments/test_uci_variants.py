@@ -5,18 +5,9 @@ import math
 
 import pytest
 
-from pyrozoo.data import UCIDataset
 from pyrozoo.experiments.uci import UCIRunConfig, available_methods, run_split
 
 METHODS = ["mfvi-mc", "mfvi-cf", "dsivi", "sparse-vd"]
-
-
-@pytest.fixture(scope="module")
-def boston_split():
-    try:
-        return UCIDataset("bostonHousing").split(0)
-    except FileNotFoundError:
-        pytest.skip("UCI data not available")
 
 
 def test_methods_are_registered():
