@@ -15,6 +15,13 @@ minibatches of 50 and the learning rate 0.001 k^(-1/3):
 * ``sgld``: the same hierarchical model with the latent variables frozen at their initial
   values (kappa_0 = kappa_1 = 1, sigma = the initial sigma, as in the authors' script).
 
+``--recipe authors-script`` runs the configuration of the authors' R script for this
+simulation instead of the paper's text: full-batch gradients (batch 100) and a constant SA step
+omega = 0.1 (their min(0.1, 1000 (100 + k)^(-0.7)) never leaves 0.1 within 518k iterations).
+Two details of that script are not copied: it adds N(0, 0.01^2) noise to the full-batch gradient
+(at the learning rates here that moves beta by at most 1e-5 per step, against a Langevin noise
+of sd >= 5e-3) and it averages sigma^2 instead of sigma (the same fixed point).
+
 ``--sigma`` is the *initial* sigma (Table 1 shows robustness to it). Predictions are the
 step-size-weighted posterior average of X_test beta over thinned samples after burn-in.
 Writes one CSV row per run (``method, v0, sigma, seed, mae, mse``), a table of means over
@@ -47,7 +54,8 @@ from pyrozoo.reporting import save_figure, save_table, to_markdown
 from pyrozoo.utils import set_seed
 
 METHODS = ("sgld-sa", "sgld-em", "sgld")
-OMEGA = PolynomialDecay(10.0, 0.7, offset=1000.0)
+#: SA step size and minibatch size: the paper's Sec. 5.1 text, and the authors' R script
+RECIPES = {"paper": (PolynomialDecay(10.0, 0.7, offset=1000.0), 50), "authors-script": (0.1, None)}
 COLUMNS = ["method", "v0", "sigma", "seed", "mae", "mse"]
 
 #: Deng et al. (2019), Table 1: MAE / MSE on the test set, by (v0, initial sigma)
@@ -79,7 +87,7 @@ def simulate(seed: int, n: int = 100, p: int = 1000, n_test: int = 50, dtype=tor
     return x, y, x_test, y_test, beta
 
 
-def build(method: str, v0: float, sigma: float, p: int, n: int, device, dtype, update_delta: bool = True):
+def build(method: str, v0: float, sigma: float, p: int, n: int, device, dtype, update_delta: bool = True, sa_step_size=RECIPES["paper"][0]):
     """Model, sampler adaptations for one method (initial values as in the authors' script)."""
     net = nn.Linear(p, 1, bias=False).to(device=device, dtype=dtype)
     with torch.no_grad():
@@ -89,7 +97,7 @@ def build(method: str, v0: float, sigma: float, p: int, n: int, device, dtype, u
     precision = 1.0 / sigma**2 if method == "sgld" else dist.Gamma(0.5, 0.5)
     model = BayesianNeuralNetwork(net, prior, Gaussian(n, precision=precision))
     prior.empirical_bayes(net, sigma=sigma, rho=0.5, kappa0=1.0, kappa1=1.0, delta=0.5)
-    omega = {"sgld-sa": OMEGA, "sgld-em": 1.0}.get(method)
+    omega = {"sgld-sa": sa_step_size, "sgld-em": 1.0}.get(method)
     adaptations = [StochasticApproximation(prior, omega, update_delta=update_delta)] if omega is not None else []
     return model, adaptations
 
@@ -99,7 +107,7 @@ def run_one(method, v0, sigma, seed, args, device):
     x, y, x_test, y_test = (t.to(device) for t in (x, y, x_test, y_test))
     set_seed(seed)
     pyro.clear_param_store()
-    model, adaptations = build(method, v0, sigma, x.shape[1], len(x), device, x.dtype, not args.fix_delta)
+    model, adaptations = build(method, v0, sigma, x.shape[1], len(x), device, x.dtype, not args.fix_delta, RECIPES[args.recipe][0])
     sampler = SGLD(model, lr=PolynomialDecay(args.lr, 1.0 / 3.0), adaptations=adaptations)
     prediction = StepSizeWeightedAverage()
     draws = []
@@ -110,7 +118,8 @@ def run_one(method, v0, sigma, seed, args, device):
         draws.append(b[:3].cpu())
 
     burn_in = int(args.burn_in * args.iterations)
-    sampler.run((x, y.unsqueeze(-1)), num_steps=args.iterations, batch_size=args.batch_size, burn_in=burn_in, thin=args.thin, on_sample=on_sample, seed=seed, progress=not args.no_progress, log_every=max(args.iterations // 10, 1))
+    batch_size = min(args.batch_size or len(x), len(x))
+    sampler.run((x, y.unsqueeze(-1)), num_steps=args.iterations, batch_size=batch_size, burn_in=burn_in, thin=args.thin, on_sample=on_sample, seed=seed, progress=not args.no_progress, log_every=max(args.iterations // 10, 1))
     residual = prediction.value - y_test
     return {"mae": float(residual.abs().mean()), "mse": float(residual.square().mean())}, torch.stack(draws), beta[:3]
 
@@ -171,7 +180,8 @@ def parse_args(argv=None):
     parser.add_argument("--iterations", type=positive_int, default=500000, help="SGLD iterations per run (the paper: 500,000)")
     parser.add_argument("--thin", type=positive_int, default=100, help="thinning of the averaged samples (the authors: 100)")
     parser.add_argument("--burn-in", type=float, default=0.2, help="fraction of iterations discarded (the authors: 100k of 500k)")
-    parser.add_argument("--batch-size", type=positive_int, default=50)
+    parser.add_argument("--recipe", choices=sorted(RECIPES), default="paper", help="SA step size and batch size: the paper's text (omega_k = 10 (k + 1000)^(-0.7), batch 50) or the authors' R script (omega = 0.1, full batch)")
+    parser.add_argument("--batch-size", type=positive_int, default=None, help="minibatch size (default: the recipe's: 50, or the full 100 for authors-script)")
     parser.add_argument("--lr", type=positive_float, default=1e-3, help="epsilon_k = lr * k^(-1/3)")
     parser.add_argument("--fix-delta", action="store_true", help="keep delta at 0.5 instead of updating it by SA (Eq. 15)")
     parser.add_argument("--out", type=Path, default=None, help="per-run CSV (default <results-dir>/sparse_regression.csv); existing rows are kept and their runs skipped")
@@ -190,6 +200,8 @@ def parse_args(argv=None):
         parser.error("--v0 and --sigma must be positive")
     if args.iterations < 1 or args.thin < 1 or not 0 <= args.burn_in < 1:
         parser.error("need --iterations >= 1, --thin >= 1 and 0 <= --burn-in < 1")
+    if args.batch_size is None:
+        args.batch_size = RECIPES[args.recipe][1]
     if args.quick:
         args.v0s, args.sigmas, args.seeds = args.v0s[-1:], args.sigmas[-1:], args.seeds[:1]
         args.iterations, args.thin = 300, 10
@@ -202,7 +214,8 @@ def main(argv=None):
     args = parse_args(argv)
     torch.set_num_threads(1)  # the model is tiny: threads only add overhead
     device = device_from_args(args)
-    stem = "sparse_regression" + ("_fixed_delta" if args.fix_delta else "") + ("_quick" if args.quick else "")
+    recipe = "" if args.recipe == "paper" else "_" + args.recipe.replace("-", "_")
+    stem = "sparse_regression" + recipe + ("_fixed_delta" if args.fix_delta else "") + ("_quick" if args.quick else "")
     out = args.out or args.results_dir / f"{stem}.csv"
     out.parent.mkdir(parents=True, exist_ok=True)
     draws_path = out.with_name(out.stem + "_beta_draws.csv")
@@ -243,8 +256,10 @@ def main(argv=None):
     results = results[results.method.isin(args.methods) & results.v0.isin(args.v0s) & results.sigma.isin(args.sigmas) & results.seed.isin(args.seeds)]
     table = summary_table(results)
     notes = (
-        f"Measured by `examples/sparse_regression.py` ({args.iterations} SGLD iterations per run, minibatch "
-        f"{args.batch_size}, thinning {args.thin}, burn-in {args.burn_in:.0%}; delta "
+        f"Measured by `examples/sparse_regression.py --recipe {args.recipe}` ({args.iterations} SGLD iterations per run, "
+        f"{'full-batch gradients' if args.batch_size is None else f'minibatch {args.batch_size}'}, SA step size "
+        f"{'omega_k = 10 (k + 1000)^(-0.7)' if args.recipe == 'paper' else 'omega = 0.1'} (SGLD-EM: 1), thinning "
+        f"{args.thin}, burn-in {args.burn_in:.0%}; delta "
         f"{'fixed at 0.5' if args.fix_delta else 'updated by SA (Eq. 15)'}; mean and standard error over seeds, "
         "each seed a new data set and chain). `published_mae` / `published_mse` are Deng et al. (2019), Table 1 "
         "(published; 500,000 iterations, one data set). sigma is the initial value of sigma. MSE is floored by the "

@@ -20,8 +20,16 @@ def test_sparse_regression_quick(tmp_path, monkeypatch):
     assert len(pd.read_csv(tmp_path / "sparse_regression_quick.csv")) == 3
 
 
+def test_sparse_regression_authors_script_recipe_writes_its_own_table(tmp_path, monkeypatch):
+    run_example("sparse_regression.py", "--quick", "--recipe", "authors-script", "--method", "sgld-sa", "--no-progress", "--results-dir", tmp_path, monkeypatch=monkeypatch)
+    assert len(pd.read_csv(tmp_path / "sparse_regression_authors_script_quick.csv")) == 1
+    notes = (tmp_path / "sparse_regression_authors_script_quick_table.md").read_text()
+    assert "full-batch gradients" in notes and "omega = 0.1" in notes
+    assert not (tmp_path / "sparse_regression_quick.csv").exists()
+
+
 def test_sparse_regression_rejects_bad_options(tmp_path, monkeypatch):
-    for args in (["--method", "nuts"], ["--v0", "-1"], ["--iterations", "10", "--thin", "100"]):
+    for args in (["--method", "nuts"], ["--v0", "-1"], ["--iterations", "10", "--thin", "100"], ["--recipe", "rmd"]):
         with pytest.raises(SystemExit):
             run_example("sparse_regression.py", *args, "--results-dir", tmp_path, monkeypatch=monkeypatch)
 
