@@ -12,6 +12,7 @@ ratios are against ``sgd``: ``torch.optim.SGD`` with momentum 0.9 on the cross-e
 
     python benchmarks/sgmcmc_step.py                     # batch 1000, as in the paper
     python benchmarks/sgmcmc_step.py --batch-size 100 --rounds 15 --steps 10
+    python benchmarks/sgmcmc_step.py --contiguous        # NCHW convolution weights throughout
 """
 
 import argparse
@@ -36,8 +37,8 @@ from pyrozoo.reporting import to_markdown  # noqa: E402
 NUM_TRAIN = 60000
 
 
-def sgd_step(x, y):
-    net = TwoConvTwoFCNet().to(x.device)
+def sgd_step(x, y, channels_last=True):
+    net = TwoConvTwoFCNet(channels_last=channels_last).to(x.device)
     opt = torch.optim.SGD(net.parameters(), lr=0.03, momentum=0.9)
 
     def step():
@@ -48,8 +49,8 @@ def sgd_step(x, y):
     return step
 
 
-def sampler_step(x, y, adaptive: bool, prune: bool):
-    net = TwoConvTwoFCNet().to(x.device)
+def sampler_step(x, y, adaptive: bool, prune: bool, channels_last=True):
+    net = TwoConvTwoFCNet(channels_last=channels_last).to(x.device)
     idx = torch.arange(len(x), device=x.device)
     if not adaptive:
         model = BayesianNeuralNetwork(net, NormalPrior(1.0), Categorical(NUM_TRAIN))
@@ -78,6 +79,7 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    parser.add_argument("--contiguous", action="store_true", help="NCHW convolution weights (default: the network's channels-last layout)")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -86,18 +88,19 @@ def main(argv=None):
     torch.manual_seed(0)
     x = torch.rand(args.batch_size, 1, 28, 28, device=device)
     y = torch.randint(0, 10, (args.batch_size,), device=device)
+    layout = not args.contiguous
     candidates = {
-        "sgd": sgd_step(x, y),
-        "sghmc": sampler_step(x, y, adaptive=False, prune=False),
-        "sghmc-sa": sampler_step(x, y, adaptive=True, prune=False),
-        "sghmc-sa-prune": sampler_step(x, y, adaptive=True, prune=True),
+        "sgd": sgd_step(x, y, layout),
+        "sghmc": sampler_step(x, y, adaptive=False, prune=False, channels_last=layout),
+        "sghmc-sa": sampler_step(x, y, adaptive=True, prune=False, channels_last=layout),
+        "sghmc-sa-prune": sampler_step(x, y, adaptive=True, prune=True, channels_last=layout),
     }
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     medians = interleaved_medians(candidates, rounds=args.rounds, steps=args.steps, warmup=args.warmup, sync=sync)
     import pandas as pd
 
     table = pd.DataFrame([{"case": name, "ms_per_step": 1000 * t, "ratio_to_sgd": t / medians["sgd"]} for name, t in medians.items()])
-    print(f"2-Conv-2-FC CNN, batch {args.batch_size}, {device}, {torch.get_num_threads()} thread(s)")
+    print(f"2-Conv-2-FC CNN ({'channels-last' if layout else 'NCHW'} convolution weights), batch {args.batch_size}, {device}, {torch.get_num_threads()} thread(s)")
     print(to_markdown(table, floatfmt=".3f"))
     return 0
 

@@ -2,6 +2,7 @@
 
 from typing import Sequence
 
+import torch
 from torch import nn
 
 
@@ -108,9 +109,13 @@ class TwoConvTwoFCNet(nn.Module):
 
     :param float dropout: dropout rate on the hidden units after ``fc1`` (the paper's
         "Dropout" baseline uses 0.5).
+    :param bool channels_last: store the convolution weights in NHWC order. oneDNN's CPU
+        convolutions are about 20% faster on them (an SG-MCMC step at batch 1000, one
+        thread: ``benchmarks/sgmcmc_step.py --contiguous`` measures the other layout); the
+        outputs are the same up to rounding, and ``.to(device)`` keeps the layout.
     """
 
-    def __init__(self, in_channels: int = 1, num_classes: int = 10, dropout: float = 0.0):
+    def __init__(self, in_channels: int = 1, num_classes: int = 10, dropout: float = 0.0, channels_last: bool = True):
         super().__init__()
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
@@ -121,6 +126,8 @@ class TwoConvTwoFCNet(nn.Module):
         self.act = nn.ReLU()
         self.pool = nn.MaxPool2d(2)
         self.dropout = nn.Dropout(dropout)
+        if channels_last:
+            self.to(memory_format=torch.channels_last)
 
     def forward(self, x):
         if x.dim() == 3:

@@ -226,6 +226,22 @@ def test_checkpoint_resume_continues_the_same_chain(tmp_path):
     assert torch.equal(a["weight"], b["weight"])
 
 
+
+def test_the_chain_keeps_a_channels_last_layout_through_a_checkpoint():
+    """The sampler's tensors inherit the network's NHWC convolution weights, where oneDNN's
+    CPU convolutions are faster, and a resumed chain keeps them."""
+    from pyrozoo.models import Categorical, TwoConvTwoFCNet
+
+    model = BayesianNeuralNetwork(TwoConvTwoFCNet(), NormalPrior(1.0), Categorical(100))
+    sampler = SGHMC(model, lr=1e-7)
+    x, y = torch.rand(4, 1, 28, 28), torch.randint(0, 10, (4,))
+    sampler.step(x, y, torch.arange(4))
+    sampler.load_state_dict(sampler.state_dict())
+    sampler.step(x, y, torch.arange(4))
+    # conv2 (32 input channels) tells the layouts apart; conv1's single channel does not
+    assert sampler.unconstrained("conv2.weight").is_contiguous(memory_format=torch.channels_last)
+    assert sampler.momentum("conv2.weight").is_contiguous(memory_format=torch.channels_last)
+
 def test_disk_samples_truncate_to_a_checkpoint(tmp_path):
     sink = DiskSamples(tmp_path, shard_size=3)
     for i in range(7):

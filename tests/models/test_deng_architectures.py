@@ -39,3 +39,14 @@ def test_resnet20_parameter_counts(device):
     assert sum(names[n].numel() for n in pruned) == 267264
     with pytest.raises(ValueError, match="32, 32"):
         net(torch.rand(2, 3, 28, 28, device=device))
+
+
+def test_channels_last_layout_gives_the_same_outputs(device):
+    torch.manual_seed(0)
+    nchw = TwoConvTwoFCNet(channels_last=False).to(device)
+    nhwc = TwoConvTwoFCNet().to(device)
+    nhwc.load_state_dict(nchw.state_dict())
+    assert nhwc.conv2.weight.is_contiguous(memory_format=torch.channels_last)
+    assert nchw.conv2.weight.is_contiguous() and not nchw.conv2.weight.is_contiguous(memory_format=torch.channels_last)
+    x = torch.rand(5, 1, 28, 28, device=device)
+    torch.testing.assert_close(nhwc(x), nchw(x), rtol=1e-5, atol=1e-5)
