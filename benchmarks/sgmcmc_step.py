@@ -8,7 +8,9 @@ ratios are against ``sgd``: ``torch.optim.SGD`` with momentum 0.9 on the cross-e
   the trace, N(0, 1) prior);
 * ``sghmc-sa``: the same model with the SSGL prior on FC1 and the stochastic-approximation
   step of every latent variable (Algorithm 1), i.e. the paper's SGHMC-SA;
-* ``sghmc-sa-prune``: SGHMC-SA plus magnitude pruning of FC1 after every step.
+* ``sghmc-sa-prune``: SGHMC-SA plus magnitude pruning of FC1 after every step;
+* ``sghmc-sa-nchw``: SGHMC-SA with the convolution weights in NCHW order instead of the
+  network's channels-last default (what the layout buys; not with ``--contiguous``).
 
     python benchmarks/sgmcmc_step.py                     # batch 1000, as in the paper
     python benchmarks/sgmcmc_step.py --batch-size 100 --rounds 15 --steps 10
@@ -95,6 +97,8 @@ def main(argv=None):
         "sghmc-sa": sampler_step(x, y, adaptive=True, prune=False, channels_last=layout),
         "sghmc-sa-prune": sampler_step(x, y, adaptive=True, prune=True, channels_last=layout),
     }
+    if layout:
+        candidates["sghmc-sa-nchw"] = sampler_step(x, y, adaptive=True, prune=False, channels_last=False)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     medians = interleaved_medians(candidates, rounds=args.rounds, steps=args.steps, warmup=args.warmup, sync=sync)
     import pandas as pd

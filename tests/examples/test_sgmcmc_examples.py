@@ -89,3 +89,17 @@ def test_classify_cnn_leg_before_burn_in_checkpoints_without_a_row(tmp_path, mon
     assert "run again with a larger --epochs" in capsys.readouterr().out
     assert not (tmp_path / "classify_cnn_quick.csv").exists()
     assert list((tmp_path / "runs").glob("mnist-sghmc-seed0-burnin5ep-thin2/quick/checkpoint.pt"))
+
+
+def test_sgmcmc_step_benchmark_times_every_case(monkeypatch, capsys):
+    import runpy
+
+    from tests.examples.runner import ROOT
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    namespace = runpy.run_path(str(ROOT / "benchmarks" / "sgmcmc_step.py"), run_name="sgmcmc_step")
+    assert namespace["main"](["--batch-size", "8", "--rounds", "1", "--steps", "1", "--warmup", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "channels-last" in out
+    for case in ("sgd", "sghmc", "sghmc-sa", "sghmc-sa-prune", "sghmc-sa-nchw"):
+        assert f"| {case} " in out
