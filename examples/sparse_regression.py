@@ -57,6 +57,7 @@ METHODS = ("sgld-sa", "sgld-em", "sgld")
 #: SA step size and minibatch size: the paper's Sec. 5.1 text, and the authors' R script
 RECIPES = {"paper": (PolynomialDecay(10.0, 0.7, offset=1000.0), 50), "authors-script": (0.1, None)}
 COLUMNS = ["method", "v0", "sigma", "seed", "mae", "mse"]
+NUM_TRAIN = 100
 
 #: Deng et al. (2019), Table 1: MAE / MSE on the test set, by (v0, initial sigma)
 PUBLISHED = {
@@ -66,7 +67,7 @@ PUBLISHED = {
 }
 
 
-def simulate(seed: int, n: int = 100, p: int = 1000, n_test: int = 50, dtype=torch.float64):
+def simulate(seed: int, n: int = NUM_TRAIN, p: int = 1000, n_test: int = 50, dtype=torch.float64):
     """The Sec. 5.1 data: AR(1) predictors with correlation 0.6, three signals, noise variance 3."""
     g = torch.Generator().manual_seed(seed)
 
@@ -118,7 +119,7 @@ def run_one(method, v0, sigma, seed, args, device):
         draws.append(b[:3].cpu())
 
     burn_in = int(args.burn_in * args.iterations)
-    batch_size = min(args.batch_size or len(x), len(x))
+    batch_size = args.batch_size or len(x)
     sampler.run((x, y.unsqueeze(-1)), num_steps=args.iterations, batch_size=batch_size, burn_in=burn_in, thin=args.thin, on_sample=on_sample, seed=seed, progress=not args.no_progress, log_every=max(args.iterations // 10, 1))
     residual = prediction.value - y_test
     return {"mae": float(residual.abs().mean()), "mse": float(residual.square().mean())}, torch.stack(draws), beta[:3]
@@ -202,6 +203,8 @@ def parse_args(argv=None):
         parser.error("need --iterations >= 1, --thin >= 1 and 0 <= --burn-in < 1")
     if args.batch_size is None:
         args.batch_size = RECIPES[args.recipe][1]
+    if args.batch_size is not None and args.batch_size > NUM_TRAIN:
+        parser.error(f"--batch-size {args.batch_size} exceeds the {NUM_TRAIN} training points")
     if args.quick:
         args.v0s, args.sigmas, args.seeds = args.v0s[-1:], args.sigmas[-1:], args.seeds[:1]
         args.iterations, args.thin = 300, 10

@@ -29,7 +29,7 @@ def test_sparse_regression_authors_script_recipe_writes_its_own_table(tmp_path, 
 
 
 def test_sparse_regression_rejects_bad_options(tmp_path, monkeypatch):
-    for args in (["--method", "nuts"], ["--v0", "-1"], ["--iterations", "10", "--thin", "100"], ["--recipe", "rmd"]):
+    for args in (["--method", "nuts"], ["--v0", "-1"], ["--iterations", "10", "--thin", "100"], ["--recipe", "rmd"], ["--batch-size", "101"]):
         with pytest.raises(SystemExit):
             run_example("sparse_regression.py", *args, "--results-dir", tmp_path, monkeypatch=monkeypatch)
 
