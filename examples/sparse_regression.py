@@ -25,7 +25,11 @@ of sd >= 5e-3) and it averages sigma^2 instead of sigma (the same fixed point).
 ``--sigma`` is the *initial* sigma (Table 1 shows robustness to it). Predictions are the
 step-size-weighted posterior average of X_test beta over thinned samples after burn-in.
 Writes one CSV row per run (``method, v0, sigma, seed, mae, mse``), a table of means over
-seeds beside the published Table 1, and the posterior of beta_1..beta_3 (Fig. 1 a-c).
+seeds beside the published Table 1, the posterior of beta_1..beta_3 (Fig. 1 a-c), and the
+paths of sigma and delta of the SA and EM runs (``*_trajectories.csv`` and ``.png``). Those
+paths show the two fixed points of the SA recursion: one with the signals in the slab and
+sigma near the noise sd, one with delta decaying to 0, every weight in the Laplace spike
+and sigma at the sd of y, where the L1 pull kappa_0 / sigma exceeds the data's gradient.
 
     python examples/sparse_regression.py --seeds 0-4 --iterations 500000
     python examples/sparse_regression.py --method sgld-sa --v0 0.1 --sigma 1 --seeds 0
@@ -36,6 +40,7 @@ import argparse
 import math
 import time
 from pathlib import Path
+from typing import Optional
 
 import pandas as pd
 import pyro
@@ -57,6 +62,11 @@ METHODS = ("sgld-sa", "sgld-em", "sgld")
 #: SA step size and minibatch size: the paper's Sec. 5.1 text, and the authors' R script
 RECIPES = {"paper": (PolynomialDecay(10.0, 0.7, offset=1000.0), 50), "authors-script": (0.1, None)}
 COLUMNS = ["method", "v0", "sigma", "seed", "mae", "mse"]
+TRAJECTORY_COLUMNS = ["method", "v0", "sigma", "seed", "step", "sigma_k", "rho_mean", "delta_k"]
+TRAJECTORY_POINTS = 50
+#: a run whose final sum of rho is below this expects no weight in the slab: every coefficient,
+#: the three signals included, sits in the Laplace spike
+SPIKE_ONLY_SLAB_COUNT = 0.5
 NUM_TRAIN = 100
 
 #: Deng et al. (2019), Table 1: MAE / MSE on the test set, by (v0, initial sigma)
@@ -120,9 +130,11 @@ def run_one(method, v0, sigma, seed, args, device):
 
     burn_in = int(args.burn_in * args.iterations)
     batch_size = args.batch_size or len(x)
-    sampler.run((x, y.unsqueeze(-1)), num_steps=args.iterations, batch_size=batch_size, burn_in=burn_in, thin=args.thin, on_sample=on_sample, seed=seed, progress=not args.no_progress, log_every=max(args.iterations // 10, 1))
+    history = sampler.run((x, y.unsqueeze(-1)), num_steps=args.iterations, batch_size=batch_size, burn_in=burn_in, thin=args.thin, on_sample=on_sample, seed=seed, progress=not args.no_progress, log_every=max(args.iterations // TRAJECTORY_POINTS, 1))
     residual = prediction.value - y_test
-    return {"mae": float(residual.abs().mean()), "mse": float(residual.square().mean())}, torch.stack(draws), beta[:3]
+    # the latent variables' path (SA and EM only): it shows which fixed point a chain settled in
+    path = history.rename(columns={"steps": "step", "sigma": "sigma_k", "delta_mean": "delta_k"})[TRAJECTORY_COLUMNS[4:]] if adaptations else None
+    return {"mae": float(residual.abs().mean()), "mse": float(residual.square().mean())}, torch.stack(draws), beta[:3], path
 
 
 def _v0_twin(rows, method, sigma, seed):
@@ -133,20 +145,60 @@ def _v0_twin(rows, method, sigma, seed):
     return next((r for r in rows if r["method"] == method and float(r["sigma"]) == sigma and int(r["seed"]) == seed), None)
 
 
-def summary_table(results: pd.DataFrame) -> pd.DataFrame:
+def spike_only_seeds(paths: pd.DataFrame, num_sparse: int) -> pd.DataFrame:
+    """Per run with a recorded path: whether it ended with no weight expected in the slab
+    (``sum rho < SPIKE_ONLY_SLAB_COUNT``), the fixed point in which delta decays to 0."""
+    last = paths.sort_values("step").groupby(["method", "v0", "sigma", "seed"], sort=False).tail(1)
+    return last.assign(spike_only=last.rho_mean * num_sparse < SPIKE_ONLY_SLAB_COUNT)[["method", "v0", "sigma", "seed", "spike_only"]]
+
+
+def summary_table(results: pd.DataFrame, paths: Optional[pd.DataFrame] = None, num_sparse: int = 1000) -> pd.DataFrame:
+    ends = spike_only_seeds(paths, num_sparse) if paths is not None and len(paths) else None
     rows = []
     for (method, v0, sigma), group in results.groupby(["method", "v0", "sigma"], sort=False):
         published = PUBLISHED.get((method, float(v0), float(sigma)), (math.nan, math.nan))
+        spike_only = math.nan
+        if ends is not None:
+            recorded = group.merge(ends, on=["method", "v0", "sigma", "seed"])
+            if len(recorded) == len(group):  # a count over only some of the seeds would mislead
+                spike_only = int(recorded.spike_only.sum())
         rows.append({
             "method": method, "v0": v0, "sigma": sigma, "seeds": len(group),
             "mae": group.mae.mean(), "mae_se": group.mae.std(ddof=1) / math.sqrt(len(group)) if len(group) > 1 else math.nan,
             "mse": group.mse.mean(), "mse_se": group.mse.std(ddof=1) / math.sqrt(len(group)) if len(group) > 1 else math.nan,
+            "spike_only_runs": spike_only,
             "published_mae": published[0], "published_mse": published[1],
         })
     order = {m: i for i, m in enumerate(METHODS)}
     table = pd.DataFrame(rows)
     keys = {"sigma": lambda c: -c, "v0": lambda c: c, "method": lambda c: c.map(order)}
     return table.sort_values(["sigma", "v0", "method"], key=lambda c: keys[c.name](c), kind="stable").reset_index(drop=True)
+
+
+def plot_trajectories(paths: pd.DataFrame, results: pd.DataFrame, results_dir: Path, stem: str):
+    """sigma_k and delta_k of every SGLD-SA run, one column of panels per (v0, initial sigma)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    method = "sgld-sa" if (paths.method == "sgld-sa").any() else paths.method.iloc[0]
+    paths = paths[paths.method == method].merge(results, on=["method", "v0", "sigma", "seed"])
+    cells = list(dict.fromkeys(zip(paths.v0, paths.sigma)))
+    fig, axes = plt.subplots(2, len(cells), figsize=(4.2 * len(cells), 6), squeeze=False, sharex=True)
+    for (v0, sigma), (top, bottom) in zip(cells, axes.T):
+        for seed, run in paths[(paths.v0 == v0) & (paths.sigma == sigma)].groupby("seed"):
+            style = {"linestyle": "-" if run.mae.iloc[0] <= 2.0 else "--"}
+            top.plot(run.step, run.sigma_k, label=f"seed {seed}: MAE {run.mae.iloc[0]:.2f}", **style)
+            bottom.semilogy(run.step, run.delta_k.clip(lower=1e-300), **style)
+        top.axhline(math.sqrt(3.0), color="k", linewidth=0.8, linestyle=":", label="true noise sd")
+        top.set_title(f"{method}, v0 = {v0:g}, initial sigma = {sigma:g}")
+        top.set_ylabel("sigma_k")
+        top.legend(fontsize=7)
+        bottom.set_ylabel("delta_k")
+        bottom.set_xlabel("iteration (dashed: test MAE > 2)")
+    fig.tight_layout()
+    return save_figure(fig, stem, results_dir)
 
 
 def plot_posteriors(draws: pd.DataFrame, truth, results_dir: Path, stem: str, setting: str = ""):
@@ -224,6 +276,8 @@ def main(argv=None):
     draws_path = out.with_name(out.stem + "_beta_draws.csv")
     rows = pd.read_csv(out).to_dict("records") if out.exists() else []
     draw_rows = pd.read_csv(draws_path).to_dict("records") if draws_path.exists() and rows else []
+    paths_path = out.with_name(out.stem + "_trajectories.csv")
+    path_rows = pd.read_csv(paths_path).to_dict("records") if paths_path.exists() and rows else []
     done = {(r["method"], float(r["v0"]), float(r["sigma"]), int(r["seed"])) for r in rows}
     figure_setting = (args.v0s[-1], args.sigmas[-1], args.seeds[0])  # the paper's Fig. 1: v0 = 0.1, sigma = 1
     truth = simulate(args.seeds[0])[4][:3].tolist()
@@ -242,7 +296,10 @@ def main(argv=None):
                         # so the chain (same seed, same data) is the same for every v0
                         metrics, reused = {"mae": twin["mae"], "mse": twin["mse"]}, f"same chain as v0={twin['v0']:g}"
                     else:
-                        (metrics, draws, _), reused = run_one(method, v0, sigma, seed, args, device), None
+                        (metrics, draws, _, path), reused = run_one(method, v0, sigma, seed, args, device), None
+                        if path is not None:
+                            path_rows.extend({"method": method, "v0": v0, "sigma": sigma, "seed": seed, **r} for r in path.to_dict("records"))
+                            pd.DataFrame(path_rows, columns=TRAJECTORY_COLUMNS).to_csv(paths_path, index=False)
                     rows.append({"method": method, "v0": v0, "sigma": sigma, "seed": seed, **metrics})
                     print(f"{method:8s} v0={v0:<5g} sigma={sigma:<3g} seed={seed}  MAE {metrics['mae']:.3f}  MSE {metrics['mse']:.3f}  ({reused or f'{time.perf_counter() - t0:.0f} s'})", flush=True)
                     if reused:
@@ -257,7 +314,9 @@ def main(argv=None):
     results = pd.DataFrame(rows, columns=COLUMNS)
     # the table summarises the requested sweep; the CSV keeps every run
     results = results[results.method.isin(args.methods) & results.v0.isin(args.v0s) & results.sigma.isin(args.sigmas) & results.seed.isin(args.seeds)]
-    table = summary_table(results)
+    paths = pd.DataFrame(path_rows, columns=TRAJECTORY_COLUMNS)
+    paths = paths.merge(results[["method", "v0", "sigma", "seed"]], on=["method", "v0", "sigma", "seed"])
+    table = summary_table(results, paths, num_sparse=1000)
     notes = (
         f"Measured by `examples/sparse_regression.py --recipe {args.recipe}` ({args.iterations} SGLD iterations per run, "
         f"{'full-batch gradients' if args.batch_size is None else f'minibatch {args.batch_size}'}, SA step size "
@@ -267,11 +326,17 @@ def main(argv=None):
         "each seed a new data set and chain). `published_mae` / `published_mse` are Deng et al. (2019), Table 1 "
         "(published; 500,000 iterations, one data set). sigma is the initial value of sigma. MSE is floored by the "
         "noise variance 3. Plain SGLD keeps its latent variables frozen (kappa_0 = kappa_1 = 1), so v0 does not "
-        "enter its chain: its runs for a second v0 reuse the first v0's run of the same seed and sigma."
+        "enter its chain: its runs for a second v0 reuse the first v0's run of the same seed and sigma. "
+        f"`spike_only_runs` counts the runs (SA and EM) that ended with sum(rho) < {SPIKE_ONLY_SLAB_COUNT:g}, i.e. with no "
+        "weight expected in the slab: delta has decayed towards 0, the signals are shrunk to 0 and sigma has grown to the "
+        "sd of y; the paths of sigma and delta are in the `_trajectories` CSV and plot (blank: a path was not recorded "
+        "for every seed)."
     )
     save_table(table, stem + "_table", args.results_dir, title="Large-p-small-n regression: test MAE / MSE (Deng et al. 2019, Sec. 5.1)", notes=notes)
     print()
     print(to_markdown(table))
+    if len(paths):
+        print(f"latent-variable paths: {plot_trajectories(paths, results, args.results_dir, stem + '_trajectories')}")
     if draw_rows:
         v0, sigma, seed = figure_setting
         path = plot_posteriors(pd.DataFrame(draw_rows), truth, args.results_dir, stem + "_posteriors", f"v0 = {v0:g}, initial sigma = {sigma:g}, seed {seed} (Deng et al. 2019, Fig. 1 a-c)")

@@ -15,6 +15,17 @@ def test_sparse_regression_quick(tmp_path, monkeypatch):
     table = pd.read_csv(tmp_path / "sparse_regression_quick_table.csv")
     assert {"published_mae", "published_mse"} <= set(table.columns)
     assert (tmp_path / "sparse_regression_quick_posteriors.png").stat().st_size > 0
+    # the latent variables' paths of the SA and EM runs (plain SGLD has none), their plot, and
+    # the table's count of runs that ended with no weight expected in the slab
+    paths = pd.read_csv(tmp_path / "sparse_regression_quick_trajectories.csv")
+    assert list(paths.columns) == ["method", "v0", "sigma", "seed", "step", "sigma_k", "rho_mean", "delta_k"]
+    assert set(paths.method) == {"sgld-sa", "sgld-em"} and (paths.sigma_k > 0).all() and paths.delta_k.between(0, 1).all()
+    assert (tmp_path / "sparse_regression_quick_trajectories.png").stat().st_size > 0
+    ends = paths.sort_values("step").groupby("method").tail(1).set_index("method")
+    counts = table.set_index("method").spike_only_runs
+    assert counts.isna()["sgld"]
+    for method in ("sgld-sa", "sgld-em"):
+        assert counts[method] == int(ends.rho_mean[method] * 1000 < 0.5)
     # a second call finds every run in the CSV and does not repeat it
     run_example("sparse_regression.py", "--quick", "--no-progress", "--results-dir", tmp_path, monkeypatch=monkeypatch)
     assert len(pd.read_csv(tmp_path / "sparse_regression_quick.csv")) == 3
