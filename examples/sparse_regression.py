@@ -145,28 +145,30 @@ def _v0_twin(rows, method, sigma, seed):
     return next((r for r in rows if r["method"] == method and float(r["sigma"]) == sigma and int(r["seed"]) == seed), None)
 
 
-def spike_only_seeds(paths: pd.DataFrame, num_sparse: int) -> pd.DataFrame:
-    """Per run with a recorded path: whether it ended with no weight expected in the slab
-    (``sum rho < SPIKE_ONLY_SLAB_COUNT``), the fixed point in which delta decays to 0."""
+def end_states(paths: pd.DataFrame, num_sparse: int) -> pd.DataFrame:
+    """Per run with a recorded path: the expected number of weights in the slab at the end
+    (``sum rho``; the truth has 3) and whether it ended with none (``sum rho <
+    SPIKE_ONLY_SLAB_COUNT``), the fixed point in which delta decays to 0."""
     last = paths.sort_values("step").groupby(["method", "v0", "sigma", "seed"], sort=False).tail(1)
-    return last.assign(spike_only=last.rho_mean * num_sparse < SPIKE_ONLY_SLAB_COUNT)[["method", "v0", "sigma", "seed", "spike_only"]]
+    slab = last.rho_mean * num_sparse
+    return last.assign(slab=slab, spike_only=slab < SPIKE_ONLY_SLAB_COUNT)[["method", "v0", "sigma", "seed", "slab", "spike_only"]]
 
 
 def summary_table(results: pd.DataFrame, paths: Optional[pd.DataFrame] = None, num_sparse: int = 1000) -> pd.DataFrame:
-    ends = spike_only_seeds(paths, num_sparse) if paths is not None and len(paths) else None
+    ends = end_states(paths, num_sparse) if paths is not None and len(paths) else None
     rows = []
     for (method, v0, sigma), group in results.groupby(["method", "v0", "sigma"], sort=False):
         published = PUBLISHED.get((method, float(v0), float(sigma)), (math.nan, math.nan))
-        spike_only = math.nan
+        spike_only = slab = math.nan
         if ends is not None:
             recorded = group.merge(ends, on=["method", "v0", "sigma", "seed"])
-            if len(recorded) == len(group):  # a count over only some of the seeds would mislead
-                spike_only = int(recorded.spike_only.sum())
+            if len(recorded) == len(group):  # a figure over only some of the seeds would mislead
+                spike_only, slab = int(recorded.spike_only.sum()), recorded.slab.mean()
         rows.append({
             "method": method, "v0": v0, "sigma": sigma, "seeds": len(group),
             "mae": group.mae.mean(), "mae_se": group.mae.std(ddof=1) / math.sqrt(len(group)) if len(group) > 1 else math.nan,
             "mse": group.mse.mean(), "mse_se": group.mse.std(ddof=1) / math.sqrt(len(group)) if len(group) > 1 else math.nan,
-            "spike_only_runs": spike_only,
+            "spike_only_runs": spike_only, "slab_weights": slab,
             "published_mae": published[0], "published_mse": published[1],
         })
     order = {m: i for i, m in enumerate(METHODS)}
@@ -187,16 +189,23 @@ def plot_trajectories(paths: pd.DataFrame, results: pd.DataFrame, results_dir: P
     cells = list(dict.fromkeys(zip(paths.v0, paths.sigma)))
     fig, axes = plt.subplots(2, len(cells), figsize=(4.2 * len(cells), 6), squeeze=False, sharex=True)
     for (v0, sigma), (top, bottom) in zip(cells, axes.T):
-        for seed, run in paths[(paths.v0 == v0) & (paths.sigma == sigma)].groupby("seed"):
-            style = {"linestyle": "-" if run.mae.iloc[0] <= 2.0 else "--"}
-            top.plot(run.step, run.sigma_k, label=f"seed {seed}: MAE {run.mae.iloc[0]:.2f}", **style)
+        runs = paths[(paths.v0 == v0) & (paths.sigma == sigma)].groupby("seed")
+        misses = sum(run.mae.iloc[0] > 2.0 for _, run in runs)
+        labelled = set()
+        for seed, run in runs:
+            miss = bool(run.mae.iloc[0] > 2.0)
+            # one legend entry per outcome: twenty seeds' labels would hide the paths
+            label = None if miss in labelled else (f"MAE > 2 ({misses} runs)" if miss else f"MAE <= 2 ({len(runs) - misses} runs)")
+            labelled.add(miss)
+            style = {"linestyle": "--" if miss else "-", "color": "C3" if miss else "C0", "alpha": 0.7, "linewidth": 1}
+            top.plot(run.step, run.sigma_k, label=label, **style)
             bottom.semilogy(run.step, run.delta_k.clip(lower=1e-300), **style)
         top.axhline(math.sqrt(3.0), color="k", linewidth=0.8, linestyle=":", label="true noise sd")
         top.set_title(f"{method}, v0 = {v0:g}, initial sigma = {sigma:g}")
         top.set_ylabel("sigma_k")
         top.legend(fontsize=7)
         bottom.set_ylabel("delta_k")
-        bottom.set_xlabel("iteration (dashed: test MAE > 2)")
+        bottom.set_xlabel("iteration")
     fig.tight_layout()
     return save_figure(fig, stem, results_dir)
 
@@ -329,7 +338,8 @@ def main(argv=None):
         "enter its chain: its runs for a second v0 reuse the first v0's run of the same seed and sigma. "
         f"`spike_only_runs` counts the runs (SA and EM) that ended with sum(rho) < {SPIKE_ONLY_SLAB_COUNT:g}, i.e. with no "
         "weight expected in the slab: delta has decayed towards 0, the signals are shrunk to 0 and sigma has grown to the "
-        "sd of y; the paths of sigma and delta are in the `_trajectories` CSV and plot (blank: a path was not recorded "
+        "sd of y; `slab_weights` is the mean over runs of the final sum(rho), the expected number of weights in the slab "
+        "(the truth has 3 nonzero coefficients); the paths of sigma and delta are in the `_trajectories` CSV and plot (blank: a path was not recorded "
         "for every seed)."
     )
     save_table(table, stem + "_table", args.results_dir, title="Large-p-small-n regression: test MAE / MSE (Deng et al. 2019, Sec. 5.1)", notes=notes)

@@ -24,8 +24,11 @@ def test_sparse_regression_quick(tmp_path, monkeypatch):
     ends = paths.sort_values("step").groupby("method").tail(1).set_index("method")
     counts = table.set_index("method").spike_only_runs
     assert counts.isna()["sgld"]
+    slab = table.set_index("method").slab_weights
+    assert slab.isna()["sgld"]
     for method in ("sgld-sa", "sgld-em"):
         assert counts[method] == int(ends.rho_mean[method] * 1000 < 0.5)
+        assert slab[method] == pytest.approx(ends.rho_mean[method] * 1000)
     # a second call finds every run in the CSV and does not repeat it
     run_example("sparse_regression.py", "--quick", "--no-progress", "--results-dir", tmp_path, monkeypatch=monkeypatch)
     assert len(pd.read_csv(tmp_path / "sparse_regression_quick.csv")) == 3
