@@ -61,13 +61,18 @@ from pyrozoo.utils import set_seed
 METHODS = ("sgld-sa", "sgld-em", "sgld")
 #: SA step size and minibatch size: the paper's Sec. 5.1 text, and the authors' R script
 RECIPES = {"paper": (PolynomialDecay(10.0, 0.7, offset=1000.0), 50), "authors-script": (0.1, None)}
-COLUMNS = ["method", "v0", "sigma", "seed", "mae", "mse"]
-TRAJECTORY_COLUMNS = ["method", "v0", "sigma", "seed", "step", "sigma_k", "rho_mean", "delta_k"]
+#: what identifies a run: the rows of the per-run CSV and of its trajectories share it
+RUN_KEY = ["method", "v0", "sigma", "seed"]
+COLUMNS = RUN_KEY + ["mae", "mse"]
+TRAJECTORY_COLUMNS = RUN_KEY + ["step", "sigma_k", "rho_mean", "delta_k"]
 TRAJECTORY_POINTS = 50
 #: a run whose final sum of rho is below this expects no weight in the slab: every coefficient,
 #: the three signals included, sits in the Laplace spike
 SPIKE_ONLY_SLAB_COUNT = 0.5
+#: the plot separates runs by the issue's bound on SGLD-SA's test MAE
+MAE_BOUND = 2.0
 NUM_TRAIN = 100
+NUM_PREDICTORS = 1000
 
 #: Deng et al. (2019), Table 1: MAE / MSE on the test set, by (v0, initial sigma)
 PUBLISHED = {
@@ -77,7 +82,7 @@ PUBLISHED = {
 }
 
 
-def simulate(seed: int, n: int = NUM_TRAIN, p: int = 1000, n_test: int = 50, dtype=torch.float64):
+def simulate(seed: int, n: int = NUM_TRAIN, p: int = NUM_PREDICTORS, n_test: int = 50, dtype=torch.float64):
     """The Sec. 5.1 data: AR(1) predictors with correlation 0.6, three signals, noise variance 3."""
     g = torch.Generator().manual_seed(seed)
 
@@ -149,19 +154,19 @@ def end_states(paths: pd.DataFrame, num_sparse: int) -> pd.DataFrame:
     """Per run with a recorded path: the expected number of weights in the slab at the end
     (``sum rho``; the truth has 3) and whether it ended with none (``sum rho <
     SPIKE_ONLY_SLAB_COUNT``), the fixed point in which delta decays to 0."""
-    last = paths.sort_values("step").groupby(["method", "v0", "sigma", "seed"], sort=False).tail(1)
+    last = paths.sort_values("step").groupby(RUN_KEY, sort=False).tail(1)
     slab = last.rho_mean * num_sparse
-    return last.assign(slab=slab, spike_only=slab < SPIKE_ONLY_SLAB_COUNT)[["method", "v0", "sigma", "seed", "slab", "spike_only"]]
+    return last.assign(slab=slab, spike_only=slab < SPIKE_ONLY_SLAB_COUNT)[RUN_KEY + ["slab", "spike_only"]]
 
 
-def summary_table(results: pd.DataFrame, paths: Optional[pd.DataFrame] = None, num_sparse: int = 1000) -> pd.DataFrame:
+def summary_table(results: pd.DataFrame, paths: Optional[pd.DataFrame] = None, num_sparse: int = NUM_PREDICTORS) -> pd.DataFrame:
     ends = end_states(paths, num_sparse) if paths is not None and len(paths) else None
     rows = []
     for (method, v0, sigma), group in results.groupby(["method", "v0", "sigma"], sort=False):
         published = PUBLISHED.get((method, float(v0), float(sigma)), (math.nan, math.nan))
         spike_only = slab = math.nan
         if ends is not None:
-            recorded = group.merge(ends, on=["method", "v0", "sigma", "seed"])
+            recorded = group.merge(ends, on=RUN_KEY)
             if len(recorded) == len(group):  # a figure over only some of the seeds would mislead
                 spike_only, slab = int(recorded.spike_only.sum()), recorded.slab.mean()
         rows.append({
@@ -185,21 +190,18 @@ def plot_trajectories(paths: pd.DataFrame, results: pd.DataFrame, results_dir: P
     import matplotlib.pyplot as plt
 
     method = "sgld-sa" if (paths.method == "sgld-sa").any() else paths.method.iloc[0]
-    paths = paths[paths.method == method].merge(results, on=["method", "v0", "sigma", "seed"])
+    paths = paths[paths.method == method].merge(results, on=RUN_KEY)
     cells = list(dict.fromkeys(zip(paths.v0, paths.sigma)))
     fig, axes = plt.subplots(2, len(cells), figsize=(4.2 * len(cells), 6), squeeze=False, sharex=True)
     for (v0, sigma), (top, bottom) in zip(cells, axes.T):
-        runs = paths[(paths.v0 == v0) & (paths.sigma == sigma)].groupby("seed")
-        misses = sum(run.mae.iloc[0] > 2.0 for _, run in runs)
-        labelled = set()
-        for seed, run in runs:
-            miss = bool(run.mae.iloc[0] > 2.0)
-            # one legend entry per outcome: twenty seeds' labels would hide the paths
-            label = None if miss in labelled else (f"MAE > 2 ({misses} runs)" if miss else f"MAE <= 2 ({len(runs) - misses} runs)")
-            labelled.add(miss)
+        cell = paths[(paths.v0 == v0) & (paths.sigma == sigma)]
+        for miss, outcome in cell.groupby(cell.mae > MAE_BOUND):
             style = {"linestyle": "--" if miss else "-", "color": "C3" if miss else "C0", "alpha": 0.7, "linewidth": 1}
-            top.plot(run.step, run.sigma_k, label=label, **style)
-            bottom.semilogy(run.step, run.delta_k.clip(lower=1e-300), **style)
+            # one legend entry per outcome: twenty seeds' labels would hide the paths
+            label = f"MAE {'>' if miss else '<='} {MAE_BOUND:g} ({outcome.seed.nunique()} runs)"
+            for i, (_, run) in enumerate(outcome.groupby("seed")):
+                top.plot(run.step, run.sigma_k, label=None if i else label, **style)
+                bottom.semilogy(run.step, run.delta_k.clip(lower=1e-300), **style)
         top.axhline(math.sqrt(3.0), color="k", linewidth=0.8, linestyle=":", label="true noise sd")
         top.set_title(f"{method}, v0 = {v0:g}, initial sigma = {sigma:g}")
         top.set_ylabel("sigma_k")
@@ -324,8 +326,8 @@ def main(argv=None):
     # the table summarises the requested sweep; the CSV keeps every run
     results = results[results.method.isin(args.methods) & results.v0.isin(args.v0s) & results.sigma.isin(args.sigmas) & results.seed.isin(args.seeds)]
     paths = pd.DataFrame(path_rows, columns=TRAJECTORY_COLUMNS)
-    paths = paths.merge(results[["method", "v0", "sigma", "seed"]], on=["method", "v0", "sigma", "seed"])
-    table = summary_table(results, paths, num_sparse=1000)
+    paths = paths.merge(results[RUN_KEY], on=RUN_KEY)
+    table = summary_table(results, paths)
     notes = (
         f"Measured by `examples/sparse_regression.py --recipe {args.recipe}` ({args.iterations} SGLD iterations per run, "
         f"{'full-batch gradients' if args.batch_size is None else f'minibatch {args.batch_size}'}, SA step size "
