@@ -24,8 +24,9 @@ of sd >= 5e-3) and it averages sigma^2 instead of sigma (the same fixed point).
 
 ``--sigma`` is the *initial* sigma (Table 1 shows robustness to it). Predictions are the
 step-size-weighted posterior average of X_test beta over thinned samples after burn-in.
-Writes one CSV row per run (``method, v0, sigma, seed, mae, mse``), a table of means over
-seeds beside the published Table 1, the posterior of beta_1..beta_3 (Fig. 1 a-c), and the
+Writes one CSV row per run (``method, v0, sigma, seed, mae, mse``; the file's name carries
+the configuration, e.g. ``sparse_regression_500k.csv``), a table of means over seeds beside
+the published Table 1, the posterior of beta_1..beta_3 (Fig. 1 a-c), and the
 paths of sigma and delta of the SA and EM runs (``*_trajectories.csv`` and ``.png``). Those
 paths show the two fixed points of the SA recursion: one with the signals in the slab and
 sigma near the noise sd, one with delta decaying to 0, every weight in the Laplace spike
@@ -72,6 +73,8 @@ SPIKE_ONLY_SLAB_COUNT = 0.5
 #: the plot separates runs by the issue's bound on SGLD-SA's test MAE
 MAE_BOUND = 2.0
 NUM_TRAIN = 100
+#: the authors' thinning and burn-in (100k of 500k iterations) and the paper's epsilon_k = 0.001 k^(-1/3)
+DEFAULT_THIN, DEFAULT_BURN_IN, DEFAULT_LR = 100, 0.2, 1e-3
 NUM_PREDICTORS = 1000
 
 #: Deng et al. (2019), Table 1: MAE / MSE on the test set, by (v0, initial sigma)
@@ -242,13 +245,13 @@ def parse_args(argv=None):
     parser.add_argument("--sigma", default="2,1", help="initial sigma(s), comma-separated")
     parser.add_argument("--seeds", type=parse_seeds, default=parse_seeds("0-4"), help="e.g. 0-4 (a new data set and chain per seed)")
     parser.add_argument("--iterations", type=positive_int, default=500000, help="SGLD iterations per run (the paper: 500,000)")
-    parser.add_argument("--thin", type=positive_int, default=100, help="thinning of the averaged samples (the authors: 100)")
-    parser.add_argument("--burn-in", type=float, default=0.2, help="fraction of iterations discarded (the authors: 100k of 500k)")
+    parser.add_argument("--thin", type=positive_int, default=DEFAULT_THIN, help="thinning of the averaged samples (the authors: 100)")
+    parser.add_argument("--burn-in", type=float, default=DEFAULT_BURN_IN, help="fraction of iterations discarded (the authors: 100k of 500k)")
     parser.add_argument("--recipe", choices=sorted(RECIPES), default="paper", help="SA step size and batch size: the paper's text (omega_k = 10 (k + 1000)^(-0.7), batch 50) or the authors' R script (omega = 0.1, full batch)")
     parser.add_argument("--batch-size", type=positive_int, default=None, help="minibatch size (default: the recipe's: 50, or the full 100 for authors-script)")
-    parser.add_argument("--lr", type=positive_float, default=1e-3, help="epsilon_k = lr * k^(-1/3)")
+    parser.add_argument("--lr", type=positive_float, default=DEFAULT_LR, help="epsilon_k = lr * k^(-1/3)")
     parser.add_argument("--fix-delta", action="store_true", help="keep delta at 0.5 instead of updating it by SA (Eq. 15)")
-    parser.add_argument("--out", type=Path, default=None, help="per-run CSV (default <results-dir>/sparse_regression.csv); existing rows are kept and their runs skipped")
+    parser.add_argument("--out", type=Path, default=None, help="per-run CSV (default <results-dir>/<stem>.csv, the stem naming the configuration, e.g. sparse_regression_500k.csv); existing rows are kept and their runs skipped")
     add_common_arguments(parser)
     args = parser.parse_args(argv)
     args.methods = list(METHODS) if args.method == "all" else [m.strip() for m in args.method.split(",")]
@@ -276,12 +279,40 @@ def parse_args(argv=None):
     return args
 
 
+def _iterations_tag(iterations: int) -> str:
+    return f"{iterations // 1000}k" if iterations % 1000 == 0 else f"{iterations}it"
+
+
+def results_stem(args) -> str:
+    """The file stem of a sweep's CSVs, tables and plots. It names every option that changes
+    a run (recipe, delta, iterations, and thinning, burn-in, learning rate or batch size where
+    they differ from the defaults), so that the per-run CSV's finished rows, which a later call
+    skips, always come from the configuration asked for."""
+    parts = ["sparse_regression"]
+    if args.recipe != "paper":
+        parts.append(args.recipe.replace("-", "_"))
+    if args.fix_delta:
+        parts.append("fixed_delta")
+    if args.quick:
+        parts.append("quick")
+        return "_".join(parts)
+    parts.append(_iterations_tag(args.iterations))
+    if args.thin != DEFAULT_THIN:
+        parts.append(f"thin{args.thin}")
+    if args.burn_in != DEFAULT_BURN_IN:
+        parts.append(f"burnin{args.burn_in:g}")
+    if args.lr != DEFAULT_LR:
+        parts.append(f"lr{args.lr:g}")
+    if args.batch_size != RECIPES[args.recipe][1]:
+        parts.append(f"batch{args.batch_size}")
+    return "_".join(parts)
+
+
 def main(argv=None):
     args = parse_args(argv)
     torch.set_num_threads(1)  # the model is tiny: threads only add overhead
     device = device_from_args(args)
-    recipe = "" if args.recipe == "paper" else "_" + args.recipe.replace("-", "_")
-    stem = "sparse_regression" + recipe + ("_fixed_delta" if args.fix_delta else "") + ("_quick" if args.quick else "")
+    stem = results_stem(args)
     out = args.out or args.results_dir / f"{stem}.csv"
     out.parent.mkdir(parents=True, exist_ok=True)
     draws_path = out.with_name(out.stem + "_beta_draws.csv")

@@ -42,6 +42,20 @@ def test_sparse_regression_authors_script_recipe_writes_its_own_table(tmp_path, 
     assert not (tmp_path / "sparse_regression_quick.csv").exists()
 
 
+def test_sparse_regression_keeps_each_configuration_in_its_own_files(tmp_path, monkeypatch):
+    # a finished run is skipped only when the CSV holds runs of the same configuration: a longer
+    # or differently thinned sweep must not reuse (and relabel) the shorter one's rows
+    common = ("--method", "sgld-sa", "--v0", "0.1", "--sigma", "1", "--seeds", "0", "--no-progress", "--results-dir", tmp_path)
+    run_example("sparse_regression.py", "--iterations", "300", "--thin", "10", *common, monkeypatch=monkeypatch)
+    run_example("sparse_regression.py", "--iterations", "400", "--thin", "10", *common, monkeypatch=monkeypatch)
+    run_example("sparse_regression.py", "--iterations", "2000", "--thin", "100", *common, monkeypatch=monkeypatch)
+    short, longer = pd.read_csv(tmp_path / "sparse_regression_300it_thin10.csv"), pd.read_csv(tmp_path / "sparse_regression_400it_thin10.csv")
+    default_thin = pd.read_csv(tmp_path / "sparse_regression_2k.csv")
+    assert len(short) == len(longer) == len(default_thin) == 1
+    assert short.mae[0] != longer.mae[0]
+    assert "400 SGLD iterations" in (tmp_path / "sparse_regression_400it_thin10_table.md").read_text()
+
+
 def test_sparse_regression_rejects_bad_options(tmp_path, monkeypatch):
     for args in (["--method", "nuts"], ["--v0", "-1"], ["--iterations", "10", "--thin", "100"], ["--recipe", "rmd"], ["--batch-size", "101"]):
         with pytest.raises(SystemExit):
