@@ -40,7 +40,9 @@ class SSGLExpectedLogDensity(TorchDistribution):
     def __init__(self, kappa0: torch.Tensor, kappa1: torch.Tensor, rho: torch.Tensor, sigma: torch.Tensor, v0: float, v1: float, validate_args=None):
         self.kappa0, self.kappa1, self.rho, self.sigma = kappa0, kappa1, rho, sigma
         self.v0, self.v1 = float(v0), float(v1)
-        batch_shape = torch.broadcast_shapes(kappa0.shape, kappa1.shape, rho.shape)
+        shapes = (kappa0.shape, kappa1.shape, rho.shape)
+        # built on every step of a sampler: skip torch.broadcast_shapes (tens of microseconds) in the usual case of equal shapes
+        batch_shape = shapes[0] if shapes[0] == shapes[1] == shapes[2] else torch.broadcast_shapes(*shapes)
         super().__init__(batch_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
