@@ -284,10 +284,11 @@ def _iterations_tag(iterations: int) -> str:
 
 
 def results_stem(args) -> str:
-    """The file stem of a sweep's CSVs, tables and plots. It names every option that changes
-    a run (recipe, delta, iterations, and thinning, burn-in, learning rate or batch size where
-    they differ from the defaults), so that the per-run CSV's finished rows, which a later call
-    skips, always come from the configuration asked for."""
+    """The file stem of a sweep's CSVs, tables and plots. It names every sampler option that
+    changes a run (recipe, delta, iterations, and thinning, burn-in, learning rate or batch size
+    where they differ from the defaults; not ``--device``, which changes only rounding), so that
+    the per-run CSV's finished rows, which a later call skips, come from the configuration
+    asked for."""
     parts = ["sparse_regression"]
     if args.recipe != "paper":
         parts.append(args.recipe.replace("-", "_"))
