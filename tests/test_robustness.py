@@ -102,3 +102,41 @@ def test_bad_arguments_raise():
         fgsm_accuracy(fn, x, y, [])
     with pytest.raises(ValueError, match=r"\(n, classes\)"):
         fgsm_attack(lambda x: x.sum(1), x, y, 0.1)
+
+
+def test_attacking_the_prediction_is_attacking_the_predicted_label(device, dtype):
+    g = torch.Generator().manual_seed(4)
+    weights = [torch.randn(6, 4, generator=g, dtype=dtype).to(device) for _ in range(2)]
+    x = torch.rand(60, 6, generator=g, dtype=dtype).to(device)
+    y = torch.randint(0, 4, (60,), generator=g).to(device)
+    fn = _ensemble(weights)
+    predicted = fn(x).argmax(1)
+    assert not torch.equal(predicted, y)  # the two targets differ on some inputs
+    assert torch.equal(fgsm_attack(fn, x, y, 0.1, target="prediction"), fgsm_attack(fn, x, predicted, 0.1))
+    assert torch.equal(fgsm_attack(fn, x, y, 0.1, target="label"), fgsm_attack(fn, x, y, 0.1))
+
+
+def test_inputs_are_crafted_with_the_attack_model_and_scored_with_the_evaluated_one(device):
+    g = torch.Generator().manual_seed(5)
+    source, evaluated = _ensemble([torch.randn(6, 3, generator=g).to(device)]), _ensemble([torch.randn(6, 3, generator=g).to(device)])
+    x = torch.rand(80, 6, generator=g).to(device)
+    y = evaluated(x).argmax(1)
+    eps = [0.0, 0.2]
+    transfer = fgsm_accuracy(evaluated, x, y, eps, attack_probs_fn=source, target="prediction")
+    x_adv = fgsm_attack(source, x, y, 0.2, target="prediction")
+    assert transfer.accuracy.tolist() == [1.0, pytest.approx(float((evaluated(x_adv).argmax(1) == y).float().mean()))]
+    # the default crafts against the evaluated model itself
+    white_box = fgsm_accuracy(evaluated, x, y, eps)
+    assert white_box.accuracy.tolist() == fgsm_accuracy(evaluated, x, y, eps, attack_probs_fn=evaluated).accuracy.tolist()
+    # a model whose loss does not depend on x gives no direction: nothing moves
+    flat = fgsm_accuracy(evaluated, x, y, eps, attack_probs_fn=lambda inputs: torch.full((len(inputs), 3), 1 / 3, device=device) + 0 * inputs.sum(1, keepdim=True))
+    assert flat.accuracy.tolist() == [1.0, 1.0]
+
+
+def test_unknown_target_raises():
+    fn = _ensemble([torch.randn(4, 3)])
+    x, y = torch.rand(5, 4), torch.tensor([0, 1, 2, 0, 1])
+    with pytest.raises(ValueError, match="target"):
+        fgsm_attack(fn, x, y, 0.1, target="least-likely")
+    with pytest.raises(ValueError, match="target"):
+        fgsm_accuracy(fn, x, y, [0.1], target="least-likely")

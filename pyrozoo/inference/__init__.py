@@ -12,7 +12,7 @@ from pyrozoo.inference.importance_resampling import importance_resampled_samples
 from pyrozoo.inference.sgmcmc import SGHMC, SGLD, Adaptation, StochasticGradientMCMC
 from pyrozoo.inference.sgmcmc_sa import StochasticApproximation
 from pyrozoo.inference.pruning import MagnitudePruning
-from pyrozoo.inference.posterior_averaging import StepSizeWeightedAverage
+from pyrozoo.inference.posterior_averaging import StepSizeWeightedAverage, ensemble_probs
 from pyrozoo.inference.sample_storage import DiskSamples, InMemorySamples, SampleGuide
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "StochasticApproximation",
     "MagnitudePruning",
     "StepSizeWeightedAverage",
+    "ensemble_probs",
     "DiskSamples",
     "InMemorySamples",
     "SampleGuide",

@@ -8,9 +8,12 @@ sample at a time, on the device that computes the predictions.
 """
 
 import math
-from typing import Optional
+from typing import Optional, Sequence
 
 import torch
+
+#: how :func:`ensemble_probs` combines its members
+POOLS = ("linear", "log")
 
 
 class StepSizeWeightedAverage:
@@ -71,3 +74,34 @@ class StepSizeWeightedAverage:
             acc = acc.to(self._acc.device) if self._acc is not None else acc
             acc = acc.clone()
         self._acc = acc
+
+
+def ensemble_probs(log_probs: Sequence[torch.Tensor], weights: Optional[Sequence[float]] = None, pool: str = "linear") -> torch.Tensor:
+    r"""Class probabilities of a weighted ensemble, from its members' log-probabilities.
+
+    * ``"linear"``: :math:`\sum_s w_s p_s / \sum_s w_s`, the posterior predictive (what
+      :class:`StepSizeWeightedAverage` accumulates online);
+    * ``"log"``: :math:`\operatorname{softmax}(\sum_s w_s \log p_s / \sum_s w_s)`, the
+      normalised weighted geometric mean (a log-linear pool). Its argmax is that of
+      :math:`\sum_s \log p_s`, the ensemble Deng et al.'s FGSM code accumulates
+      (``tools/attacker.py``, ``Adversarial.test`` sums log-softmax outputs).
+
+    Differentiable in the members (an attack can take its gradient).
+
+    :param log_probs: one ``(..., classes)`` tensor of log-probabilities per member.
+    :param weights: one positive weight per member (default: equal weights).
+    """
+    if pool not in POOLS:
+        raise ValueError(f"pool must be one of {POOLS}, got {pool!r}")
+    members = list(log_probs)
+    if not members:
+        raise ValueError("an ensemble needs at least one member")
+    weights = [1.0] * len(members) if weights is None else [float(w) for w in weights]
+    if len(weights) != len(members):
+        raise ValueError(f"{len(weights)} weights for {len(members)} members")
+    if not all(math.isfinite(w) and w > 0 for w in weights):
+        raise ValueError(f"ensemble weights must be finite and positive, got {weights}")
+    total = sum(weights)
+    if pool == "linear":
+        return sum((w / total) * lp.exp() for w, lp in zip(weights, members))
+    return sum((w / total) * lp for w, lp in zip(weights, members)).softmax(-1)

@@ -1,6 +1,8 @@
 """Smoke runs (--quick) of the SG-MCMC-SA example scripts: they run end to end and write
 their tables and figures where asked."""
 
+import math
+
 import pandas as pd
 import pytest
 
@@ -73,6 +75,44 @@ def test_classify_cnn_quick_with_fgsm(tmp_path, monkeypatch):
     assert (tmp_path / "classify_cnn_quick_fgsm.png").exists()
     # the streamed samples are on disk
     assert list((tmp_path / "runs").glob("**/samples/samples-*.pt"))
+    # a second protocol on the finished runs: their checkpoints give the same predictive, no new run row
+    run_example("classify_cnn.py", "--quick", "--method", "adam,sghmc-sa", "--fgsm", "--fgsm-protocol", "posterior,authors", "--no-progress",
+                "--results-dir", tmp_path, "--run-dir", tmp_path / "runs", monkeypatch=monkeypatch)
+    assert pd.read_csv(tmp_path / "classify_cnn_quick.csv").accuracy.tolist() == runs.accuracy.tolist()
+    curves = pd.read_csv(tmp_path / "classify_cnn_quick_fgsm.csv")
+    assert sorted(curves.groupby(["method", "protocol"]).size().items()) == [(("adam", "authors"), 6), (("adam", "posterior"), 6), (("sghmc-sa", "authors"), 6), (("sghmc-sa", "posterior"), 6)]
+    # the clean accuracy (epsilon 0) of a point estimate is the same under both protocols
+    clean = curves[(curves.epsilon == 0) & (curves.method == "adam")]
+    assert clean.accuracy.nunique() == 1
+
+
+def test_classify_cnn_names_runs_and_curves_by_their_settings(tmp_path, monkeypatch):
+    """A run with other training settings gets its own directory and result files, and FGSM
+    curves written before the CSV recorded their run take that run's settings."""
+    import sys
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "examples"))
+    sys.modules.pop("classify_cnn", None)
+    import classify_cnn
+
+    default = classify_cnn.parse_args(["--method", "sghmc"])
+    other = classify_cnn.parse_args(["--method", "sghmc", "--tau", "500"])
+    assert default.settings_tag == "" and other.settings_tag.startswith("_")
+    assert classify_cnn.run_dir_name("sghmc", default) != classify_cnn.run_dir_name("sghmc", other)
+    assert classify_cnn.run_dir_name("sghmc", default) != classify_cnn.run_dir_name("sghmc", classify_cnn.parse_args(["--method", "sghmc", "--thin", "50"]))
+    with pytest.raises(SystemExit):
+        classify_cnn.parse_args(["--fgsm-protocol", "posterior,pgd"])
+
+    rows = [{"method": "sghmc", "dataset": "mnist", "seed": 0, "epochs": 100, "thin": 500, "burn_in": 0.3},
+            {"method": "adam", "dataset": "mnist", "seed": 0, "epochs": 100, "thin": float("nan"), "burn_in": float("nan")}]
+    legacy = tmp_path / "legacy_fgsm.csv"
+    pd.DataFrame({"method": ["sghmc", "adam"], "dataset": "mnist", "seed": 0, "epsilon": 0.1, "accuracy": [0.7, 0.5]}).to_csv(legacy, index=False)
+    curves = pd.DataFrame(classify_cnn.read_fgsm_rows(legacy, rows))
+    assert list(curves.columns) == classify_cnn.FGSM_COLUMNS and (curves.protocol == "posterior").all()
+    assert curves.epochs.tolist() == [100, 100] and curves.thin.iloc[0] == 500 and math.isnan(curves.thin.iloc[1])
+    with pytest.raises(ValueError, match="move it aside"):
+        classify_cnn.read_fgsm_rows(legacy, rows + [{**rows[0], "epochs": 10}])
 
 
 def test_resnet_compression_quick_on_synthetic_cifar(tmp_path, monkeypatch):

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from pyrozoo.inference.posterior_averaging import StepSizeWeightedAverage
+from pyrozoo.inference.posterior_averaging import StepSizeWeightedAverage, ensemble_probs
 from pyrozoo.inference.sample_storage import InMemorySamples, SampleGuide
 from pyrozoo.inference.sgmcmc import SGLD, model_output
 from pyrozoo.inference.step_sizes import PolynomialDecay
@@ -68,3 +68,41 @@ def test_average_state_round_trip():
     a.update(torch.tensor([4.0, 0.0]), 1.0)
     b.update(torch.tensor([4.0, 0.0]), 1.0)
     assert torch.allclose(a.value, b.value) and torch.allclose(a.value, torch.tensor([2.0, 2.0]))
+
+
+def _members(device, dtype, num=3, n=40, classes=5):
+    g = torch.Generator().manual_seed(7)
+    return [torch.randn(n, classes, generator=g, dtype=dtype).mul(3).log_softmax(-1).to(device) for _ in range(num)]
+
+
+def test_linear_pool_is_the_weighted_mean_of_probabilities(device, dtype):
+    members, weights = _members(device, dtype), [0.5, 2.0, 1.5]
+    expected = sum(w * lp.exp() for w, lp in zip(weights, members)) / sum(weights)
+    torch.testing.assert_close(ensemble_probs(members, weights), expected)
+    # equal weights by default
+    torch.testing.assert_close(ensemble_probs(members), torch.stack(members).exp().mean(0))
+
+
+def test_log_pool_is_the_normalised_geometric_mean_and_ranks_as_the_summed_log_probabilities(device, dtype):
+    members, weights = _members(device, dtype), [0.5, 2.0, 1.5]
+    geometric = torch.stack([lp.exp() ** (w / sum(weights)) for w, lp in zip(weights, members)]).prod(0)
+    pooled = ensemble_probs(members, weights, pool="log")
+    torch.testing.assert_close(pooled, geometric / geometric.sum(-1, keepdim=True))
+    torch.testing.assert_close(pooled.sum(-1), torch.ones(40, device=device, dtype=dtype))
+    # with equal weights the class it picks is that of sum_s log p_s (Deng et al.'s ensemble)
+    assert torch.equal(ensemble_probs(members, pool="log").argmax(-1), torch.stack(members).sum(0).argmax(-1))
+    # one member: both pools return its probabilities
+    for pool in ("linear", "log"):
+        torch.testing.assert_close(ensemble_probs(members[:1], pool=pool), members[0].exp())
+
+
+def test_ensemble_rejects_bad_arguments():
+    members = _members("cpu", torch.float32)
+    with pytest.raises(ValueError, match="pool"):
+        ensemble_probs(members, pool="max")
+    with pytest.raises(ValueError, match="at least one"):
+        ensemble_probs([])
+    with pytest.raises(ValueError, match="2 weights for 3"):
+        ensemble_probs(members, [1.0, 1.0])
+    with pytest.raises(ValueError, match="positive"):
+        ensemble_probs(members, [1.0, 0.0, 1.0])
