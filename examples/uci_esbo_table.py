@@ -25,13 +25,12 @@ minibatches of ``--protein-batch-size``, since a full-batch step there costs ~0.
 import argparse
 import math
 import sys
-import tempfile
 from pathlib import Path
 
 import pandas as pd
 
 from pyrozoo.cli import add_common_arguments, positive_int, run_main
-from pyrozoo.data import UCIDataset, parse_splits
+from pyrozoo.data import UCIDataset
 from pyrozoo.experiments.uci import published_baselines
 from pyrozoo.reporting import mean_and_stderr, save_table, to_markdown
 
@@ -66,6 +65,11 @@ def settings(dataset: str, args) -> tuple:
     if dataset == "protein-tertiary-structure" and args.protein_batch_size:
         return args.protein_epochs, args.protein_batch_size
     return epochs, 10**9
+
+
+def sweep_arguments(dataset: str, args) -> list:
+    epochs, batch_size = settings(dataset, args)
+    return ["--epochs", str(epochs), "--batch-size", str(batch_size)]
 
 
 def steps_of(dataset: str, method: str, args) -> int:
@@ -141,19 +145,7 @@ def main(argv=None):
         datasets, args.splits, methods = datasets[:1], "0", methods
     runs_path = args.runs or Path(args.results_dir) / ("uci_esbo_runs_quick.csv" if args.quick else "uci_esbo_runs.csv")
     if not args.no_run:
-        scratch = tempfile.mkdtemp(prefix="uci_esbo_")
-        for split in parse_splits(args.splits, 20):
-            for dataset in datasets:
-                if split >= UCIDataset(dataset, args.data_dir).n_splits:
-                    continue
-                # uci_regression.py's own per-call summaries go to a scratch folder: this script writes the table
-                common = ["--results-dir", scratch, "--seed", str(args.seed), "--device", args.device]
-                common += ["--data-dir", str(args.data_dir)] if args.data_dir else []
-                common += ["--quick"] if args.quick else []
-                common += ["--no-progress"] if args.no_progress else []
-                epochs, batch_size = settings(dataset, args)
-                uci_regression.main(["--method", ",".join(methods), "--dataset", dataset, "--splits", str(split), "--epochs", str(epochs),
-                                     "--batch-size", str(batch_size), "--out", str(runs_path), "--resume", *common])
+        uci_regression.sweep(methods, datasets, args.splits, runs_path, args, lambda d: sweep_arguments(d, args))
     runs = pd.read_csv(runs_path)
     runs = runs[runs.method.isin(methods) & runs.dataset.isin(datasets)]
     if runs.empty:

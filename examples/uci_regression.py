@@ -16,7 +16,9 @@ Methods are registered in ``pyrozoo/experiments/uci_*.py`` (``--list-methods``).
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
+from typing import Callable, Iterable, List, Optional
 
 import pandas as pd
 import pyro
@@ -105,6 +107,25 @@ def main(argv=None):
     print(to_markdown(summary))
     print(f"per-run results: {out}")
     return 0
+
+
+def sweep(methods: Iterable[str], datasets: Iterable[str], splits: str, out: Path, args, dataset_arguments: Optional[Callable[[str], List[str]]] = None):
+    """Runs :func:`main` split by split over ``datasets`` (so an interrupted sweep covers every
+    data set evenly), appending to ``out`` with ``--resume`` semantics: runs already there are
+    skipped. ``args`` carries the common options (``seed``, ``device``, ``data_dir``, ``quick``,
+    ``no_progress``); ``dataset_arguments(dataset)`` adds per-data-set ones (e.g. ``--epochs``).
+    The per-call summaries go to a scratch folder: the caller writes its own table."""
+    scratch = tempfile.mkdtemp(prefix="uci_sweep_")
+    common = ["--results-dir", scratch, "--seed", str(args.seed), "--device", args.device]
+    common += ["--data-dir", str(args.data_dir)] if args.data_dir else []
+    common += ["--quick"] if args.quick else []
+    common += ["--no-progress"] if args.no_progress else []
+    for split in parse_splits(splits, max(UCIDataset(d, args.data_dir).n_splits for d in datasets)):
+        for dataset in datasets:
+            if split >= UCIDataset(dataset, args.data_dir).n_splits:
+                continue
+            extra = dataset_arguments(dataset) if dataset_arguments else []
+            main(["--method", ",".join(methods), "--dataset", dataset, "--splits", str(split), "--out", str(out), "--resume", *extra, *common])
 
 
 if __name__ == "__main__":

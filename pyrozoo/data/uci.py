@@ -92,6 +92,24 @@ class UCISplit:
             move(self.x_mean), move(self.x_std), self.y_mean, self.y_std, self.n_hidden, self.n_epochs,
         )
 
+    def validation(self, fraction: float = 0.2, seed: int = 0) -> "UCISplit":
+        """This split's training data, divided into a training part and a held-out
+        ``fraction`` that takes the place of the test set, for choosing hyperparameters
+        without looking at the test set. The standardisation stays this split's (the
+        training statistics), so metrics remain in the original units."""
+        if not 0 < fraction < 1:
+            raise ValueError(f"fraction must lie in (0, 1), got {fraction!r}")
+        n = len(self.y_train)
+        held_out = int(round(fraction * n))
+        if not 0 < held_out < n:
+            raise ValueError(f"a fraction {fraction} of {n} training rows leaves an empty part")
+        order = torch.randperm(n, generator=torch.Generator().manual_seed(seed)).to(self.y_train.device)
+        val, train = order[:held_out], order[held_out:]
+        return UCISplit(
+            self.dataset, self.split, self.x_train[train], self.y_train[train], self.x_train[val], self.y_train[val],
+            self.x_mean, self.x_std, self.y_mean, self.y_std, self.n_hidden, self.n_epochs,
+        )
+
     def to_original_units(self, y_standardised: torch.Tensor) -> torch.Tensor:
         return y_standardised * self.y_std + self.y_mean
 

@@ -89,6 +89,31 @@ def test_split_to_device_and_dtype(boston, device, dtype):
     assert s.to_original_units(s.y_test).dtype == dtype
 
 
+@pytest.mark.parametrize("fraction", [0.1, 0.2])
+def test_validation_split_partitions_the_training_rows(boston, fraction, device):
+    s = boston.split(5).to(device)
+    v = s.validation(fraction, seed=3)
+    n = len(s.y_train)
+    assert len(v.y_test) == round(fraction * n) and len(v.y_train) + len(v.y_test) == n
+    # every training row lands in exactly one part, none of the test rows in either
+    rows = lambda x, y: {tuple(r) for r in torch.cat([x, y.unsqueeze(-1)], -1).cpu().tolist()}  # noqa: E731
+    train, held_out, full = rows(v.x_train, v.y_train), rows(v.x_test, v.y_test), rows(s.x_train, s.y_train)
+    assert not train & held_out and train | held_out == full
+    assert not (train | held_out) & rows(s.x_test, s.y_test)
+    # the split's standardisation is kept, so metrics stay in the original units
+    assert (v.y_mean, v.y_std) == (s.y_mean, s.y_std) and torch.equal(v.x_mean, s.x_mean)
+    assert v.x_train.device.type == device.type
+    # the same seed draws the same held-out rows, another seed others
+    assert torch.equal(s.validation(fraction, seed=3).y_test, v.y_test)
+    assert not torch.equal(s.validation(fraction, seed=4).y_test, v.y_test)
+
+
+@pytest.mark.parametrize("fraction", [0.0, 1.0, -0.1, 1e-6])
+def test_validation_split_rejects_empty_parts(boston, fraction):
+    with pytest.raises(ValueError, match="fraction"):
+        boston.split(0).validation(fraction)
+
+
 def test_data_dir_may_be_the_uci_folder_itself():
     a = UCIDataset("yacht", DATA).split(2)
     b = UCIDataset("yacht", UCI).split(2)

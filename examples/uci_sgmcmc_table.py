@@ -1,0 +1,225 @@
+"""Deng et al. (2019)'s UCI table: SGHMC, SGHMC-EM and SGHMC-SA, each with and without
+simulated annealing ("A-"), on Boston, Yacht, Energy, Wine and Concrete, beside the authors'
+published test RMSE.
+
+Three stages, each resumable (its results file is read back and finished work skipped):
+
+1. **Learning rate by validation.** For every (data set, method), each learning rate of
+   ``--lr-grid`` trains on 80 % of the training part of split ``--tune-split`` and is scored
+   by RMSE on the other 20 % (:meth:`pyrozoo.data.UCISplit.validation`); the test rows are
+   never seen. Written to ``uci_sgmcmc_lr.csv``. The authors used one learning rate for every
+   data set on raw targets; on the protocol's standardised targets one rate does not fit
+   all five (e.g. Yacht, whose noise is ~5 % of the target's sd, needs a larger one than
+   Boston), so each method gets its own.
+2. **The standard splits.** ``examples/uci_regression.py`` runs every method with its
+   chosen rate on ``--splits`` of the standard Hernandez-Lobato & Adams splits
+   (``uci_sgmcmc_runs.csv``, one row per run).
+3. **The table** (``uci_sgmcmc_table.{csv,md}``) and a plot (``uci_sgmcmc_table.png``):
+   mean ± standard error over splits of RMSE and test log-likelihood, the authors' RMSE
+   (``pyrozoo/experiments/data/deng2019_uci.csv``), the difference and its z-score, and the
+   rank of each method within a data set, ours and theirs.
+
+The authors' protocol differs (stated in the table's notes): random 90/10 splits, raw
+targets, the last iterate instead of the posterior average, and for Energy the cooling load
+(the standard splits' target is the heating load), so the comparison is of orderings and
+magnitudes, not a replication of their splits. File names carry a digest of the settings
+that change a run (grid, tuning split, epochs), so a changed setting never resumes stale runs.
+
+    python examples/uci_sgmcmc_table.py                    # 20 splits, the five data sets
+    python examples/uci_sgmcmc_table.py --no-run           # table from the existing runs only
+    python examples/uci_sgmcmc_table.py --quick            # smoke run (tests)
+"""
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pyro
+
+from pyrozoo.cli import add_common_arguments, device_from_args, positive_int, run_main, settings_digest
+from pyrozoo.data import UCIDataset, parse_splits
+from pyrozoo.experiments import uci_sgmcmc
+from pyrozoo.experiments.uci import UCIRunConfig, run_split
+from pyrozoo.reporting import mean_and_stderr, save_figure, save_table, to_markdown
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import uci_regression  # noqa: E402  (the sweep itself is uci_regression.py's)
+
+DATASETS = ["bostonHousing", "yacht", "energy", "wine-quality-red", "concrete"]
+METHODS = ["sghmc", "a-sghmc", "sghmc-em", "a-sghmc-em", "sghmc-sa", "a-sghmc-sa"]
+LR_GRID = "2e-6,5e-6,1e-5,2e-5,5e-5,1e-4"
+VALIDATION_FRACTION = 0.2
+LR_COLUMNS = ["dataset", "method", "lr", "val_rmse", "val_test_ll"]
+
+
+def paper_table() -> pd.DataFrame:
+    return pd.read_csv(uci_sgmcmc.PAPER_TABLE)
+
+
+def parse_grid(text: str) -> list:
+    try:
+        grid = sorted({float(v) for v in text.split(",") if v.strip()})
+    except ValueError as e:
+        raise ValueError(f"--lr-grid takes comma-separated numbers ({e})") from None
+    if not grid or min(grid) <= 0:
+        raise ValueError(f"--lr-grid needs positive learning rates, got {text!r}")
+    return grid
+
+
+def stem_of(args) -> str:
+    if args.quick:
+        return "uci_sgmcmc_quick"
+    epochs = args.epochs or uci_sgmcmc.DEFAULTS["epochs"]
+    default = (parse_grid(LR_GRID), 0, uci_sgmcmc.DEFAULTS["epochs"], 0)
+    settings = (args.grid, args.tune_split, epochs, args.seed)
+    return "uci_sgmcmc" if settings == default else f"uci_sgmcmc_{settings_digest(settings)}"
+
+
+def tune(datasets, methods, args, path: Path) -> pd.DataFrame:
+    """Stage 1: validation RMSE of every grid point; appended to ``path`` after every run."""
+    rows = pd.read_csv(path).to_dict("records") if path.exists() else []
+    done = {(r["dataset"], r["method"], float(r["lr"])) for r in rows}
+    device = device_from_args(args)
+    pyro.enable_validation(False)  # as in uci_regression.py: a diverged rate ends as FloatingPointError, not a validation error
+    for dataset in datasets:
+        split = UCIDataset(dataset, args.data_dir).split(args.tune_split).validation(VALIDATION_FRACTION, seed=args.seed)
+        for method in methods:
+            for lr in args.grid:
+                if (dataset, method, lr) in done:
+                    continue
+                config = UCIRunConfig(epochs=args.epochs, lr=lr, num_samples=100, device=device, seed=args.seed, quick=args.quick)
+                try:
+                    result = run_split(method, split, config)
+                except FloatingPointError as e:  # the sampler's report of a diverged chain: this rate is out
+                    print(f"tuning {dataset:18s} {method:11s} lr {lr:<8g} diverged ({e})", flush=True)
+                    result = {"rmse": math.nan, "test_ll": math.nan}
+                rows.append({"dataset": dataset, "method": method, "lr": lr, "val_rmse": result["rmse"], "val_test_ll": result["test_ll"]})
+                print(f"tuning {dataset:18s} {method:11s} lr {lr:<8g} validation rmse {result['rmse']:.4f}", flush=True)
+                pd.DataFrame(rows, columns=LR_COLUMNS).to_csv(path, index=False)
+    return pd.DataFrame(rows, columns=LR_COLUMNS)
+
+
+def chosen_rates(tuning: pd.DataFrame, grid) -> pd.DataFrame:
+    """The grid point of lowest validation RMSE per (data set, method); a non-finite score
+    (a diverged run) never wins."""
+    scored = tuning[tuning.lr.isin(grid)].dropna(subset=["val_rmse"])
+    best = scored.loc[scored.groupby(["dataset", "method"], sort=False).val_rmse.idxmin()]
+    return best.reset_index(drop=True)
+
+
+def table(runs: pd.DataFrame, rates: pd.DataFrame) -> pd.DataFrame:
+    ours = mean_and_stderr(runs, ["dataset", "method"], ["rmse", "test_ll"]).rename(columns={"n": "splits"})
+    paper = paper_table()[["dataset", "method", "rmse", "rmse_se"]].rename(columns={"rmse": "paper_rmse", "rmse_se": "paper_rmse_se"})
+    out = ours.merge(rates[["dataset", "method", "lr"]], on=["dataset", "method"], how="left").merge(paper, on=["dataset", "method"], how="left")
+    out["minus_paper"] = out.rmse - out.paper_rmse
+    out["z"] = out.minus_paper / (out.rmse_se.pow(2) + out.paper_rmse_se.pow(2)).pow(0.5)
+    out["rank"] = out.groupby("dataset").rmse.rank(method="min").astype(int)
+    out["paper_rank"] = out.groupby("dataset").paper_rmse.rank(method="min").astype("Int64")
+    order_d = {d: i for i, d in enumerate(DATASETS)}
+    order_m = {m: i for i, m in enumerate(METHODS)}
+    out = out.assign(_d=out.dataset.map(order_d), _m=out.method.map(order_m)).sort_values(["_d", "_m"]).drop(columns=["_d", "_m"])
+    columns = ["dataset", "method", "lr", "splits", "rmse", "rmse_se", "test_ll", "test_ll_se", "paper_rmse", "paper_rmse_se", "minus_paper", "z", "rank", "paper_rank"]
+    return out[columns].reset_index(drop=True)
+
+
+def notes(out: pd.DataFrame, args, runs_path: Path) -> str:
+    d = uci_sgmcmc.DEFAULTS
+    best = out.loc[out.groupby("dataset").rmse.idxmin()]
+    best_text = "; ".join(f"{r.dataset}: {r.method}" for r in best.itertuples())
+    return "\n\n".join([
+        f"Measured columns (`rmse`, `test_ll`, mean ± standard error over `splits` standard Hernandez-Lobato & Adams splits, "
+        f"original target units): `examples/uci_sgmcmc_table.py` (per-split rows in `{runs_path.name}`). Every method: one "
+        f"hidden layer of 50 ReLU units, minibatches of {d['batch_size']}, {args.epochs or d['epochs']} epochs, SGHMC momentum "
+        f"{d['momentum']}, the posterior average over {100} thinned samples from the last {1 - d['burn_in']:.0%} of the run; "
+        f"SSGL prior v1 = {d['v1']}, a = {d['a']}, b = {d['b']}, nu = lambda = {d['nu']}, v0 and tau_0 per data set as in the "
+        f"authors' table, omega_k = (100 + k)^-0.7 (SA) or 1 (EM); annealing tau_k = tau_0 * {uci_sgmcmc.ANNEAL_RATE}^k. "
+        f"`lr`: the learning rate of lowest validation RMSE among {', '.join(f'{v:g}' for v in args.grid)} (20 % of split "
+        f"{args.tune_split}'s training rows held out; `uci_sgmcmc_lr.csv`)." + (" QUICK SMOKE RUN: not a result." if args.quick else ""),
+        "`paper_rmse`: Deng et al. (2019), UCI table of the appendix (published, as printed with its ± error). Their protocol: random "
+        "90/10 scikit-learn splits (not the standard ones), raw targets, the last iterate at epoch 200, one learning rate for all "
+        "data sets; their Energy is the cooling load, the standard splits' is the heating load, so that row compares different "
+        "targets. `minus_paper` = ours - theirs; `z` divides it by the two standard errors combined. `rank`: 1 = lowest RMSE "
+        "within the data set (ours); `paper_rank` the same in their table, where A-SGHMC-SA ranks first on all five.",
+        f"Lowest RMSE here: {best_text}.",
+    ])
+
+
+def plot(out: pd.DataFrame, results_dir: Path, stem: str) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    datasets = list(dict.fromkeys(out.dataset))
+    fig, axes = plt.subplots(1, len(datasets), figsize=(3.4 * len(datasets), 3.6), squeeze=False)
+    for ax, dataset in zip(axes[0], datasets):
+        rows = out[out.dataset == dataset]
+        x = range(len(rows))
+        ax.errorbar([i - 0.12 for i in x], rows.rmse, yerr=rows.rmse_se, fmt="o", label="measured (standard splits)")
+        ax.errorbar([i + 0.12 for i in x], rows.paper_rmse, yerr=rows.paper_rmse_se, fmt="s", label="Deng et al. 2019 (published)")
+        ax.set_xticks(list(x))
+        ax.set_xticklabels(rows.method, rotation=60, ha="right", fontsize=8)
+        ax.set_title(dataset)
+        ax.set_ylabel("test RMSE")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    return save_figure(fig, stem, results_dir)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--splits", default="0-19", help="standard split indices")
+    parser.add_argument("--datasets", default=",".join(DATASETS))
+    parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--lr-grid", default=LR_GRID, help="learning rates tried on the validation split, comma-separated")
+    parser.add_argument("--tune-split", type=int, default=0, help="the standard split whose training rows are divided for validation")
+    parser.add_argument("--epochs", type=positive_int, default=None, help=f"epochs per run (default {uci_sgmcmc.DEFAULTS['epochs']}, the authors' ~200)")
+    parser.add_argument("--no-run", action="store_true", help="only build the table from the existing tuning and runs files")
+    add_common_arguments(parser)
+    args = parser.parse_args(argv)
+    args.grid = parse_grid(args.lr_grid)
+    args.datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
+    args.methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    unknown = [m for m in args.methods if m not in uci_sgmcmc.VARIANTS] + [d for d in args.datasets if d not in DATASETS]
+    if unknown:
+        parser.error(f"unknown method(s) or data set(s) {unknown}; methods: {', '.join(uci_sgmcmc.VARIANTS)}; data sets: {', '.join(DATASETS)}")
+    if args.quick:
+        args.datasets, args.splits, args.grid = args.datasets[:1], "0", args.grid[:2]
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    results_dir = Path(args.results_dir)
+    results_dir.mkdir(parents=True, exist_ok=True)
+    stem = stem_of(args)
+    tuning_path, runs_path = results_dir / f"{stem}_lr.csv", results_dir / f"{stem}_runs.csv"
+    if args.no_run:
+        if not (tuning_path.exists() and runs_path.exists()):
+            raise FileNotFoundError(f"--no-run needs {tuning_path} and {runs_path}; run without --no-run first")
+        tuning = pd.read_csv(tuning_path)
+    else:
+        tuning = tune(args.datasets, args.methods, args, tuning_path)
+    rates = chosen_rates(tuning[tuning.dataset.isin(args.datasets) & tuning.method.isin(args.methods)], args.grid)
+    if not args.no_run:
+        extra = (["--epochs", str(args.epochs)] if args.epochs else []) + ["--num-samples", "100"]
+        # splits outermost, so that an interrupted sweep has every method on the splits it finished
+        for split in parse_splits(args.splits, max(UCIDataset(d, args.data_dir).n_splits for d in args.datasets)):
+            for method in args.methods:
+                lr = {r.dataset: r.lr for r in rates[rates.method == method].itertuples()}
+                uci_regression.sweep([method], args.datasets, str(split), runs_path, args, lambda d: ["--lr", repr(lr[d]), *extra])
+    runs = pd.read_csv(runs_path)
+    runs = runs[runs.dataset.isin(args.datasets) & runs.method.isin(args.methods)]
+    if runs.empty:
+        raise SystemExit(f"no runs of {args.methods} in {runs_path}")
+    out = table(runs, rates)
+    save_table(out, f"{stem}_table", results_dir, title="UCI regression: SG-MCMC-SA and its baselines beside Deng et al. (2019)'s appendix table", notes=notes(out, args, runs_path))
+    print(to_markdown(out))
+    print(f"plot: {plot(out, results_dir, stem + '_table')}")
+    return out
+
+
+if __name__ == "__main__":
+    run_main(main)
