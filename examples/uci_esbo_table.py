@@ -145,7 +145,7 @@ def main(argv=None):
         datasets, args.splits, methods = datasets[:1], "0", methods
     runs_path = args.runs or Path(args.results_dir) / ("uci_esbo_runs_quick.csv" if args.quick else "uci_esbo_runs.csv")
     if not args.no_run:
-        uci_regression.sweep(methods, datasets, args.splits, runs_path, args, lambda d: sweep_arguments(d, args))
+        uci_regression.sweep(methods, datasets, args.splits, runs_path, args, lambda dataset, method: sweep_arguments(dataset, args))
     runs = pd.read_csv(runs_path)
     runs = runs[runs.method.isin(methods) & runs.dataset.isin(datasets)]
     if runs.empty:

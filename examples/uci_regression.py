@@ -109,23 +109,27 @@ def main(argv=None):
     return 0
 
 
-def sweep(methods: Iterable[str], datasets: Iterable[str], splits: str, out: Path, args, dataset_arguments: Optional[Callable[[str], List[str]]] = None):
-    """Runs :func:`main` split by split over ``datasets`` (so an interrupted sweep covers every
-    data set evenly), appending to ``out`` with ``--resume`` semantics: runs already there are
-    skipped. ``args`` carries the common options (``seed``, ``device``, ``data_dir``, ``quick``,
-    ``no_progress``); ``dataset_arguments(dataset)`` adds per-data-set ones (e.g. ``--epochs``).
-    The per-call summaries go to a scratch folder: the caller writes its own table."""
+def sweep(methods: Iterable[str], datasets: Iterable[str], splits: str, out: Path, args, run_arguments: Optional[Callable[[str, str], List[str]]] = None):
+    """Runs :func:`main` once per (split, data set, method), splits outermost (so an
+    interrupted sweep has every data set and method on the splits it finished), appending to
+    ``out`` with ``--resume`` semantics: runs already there are skipped. ``args`` carries the
+    common options (``seed``, ``device``, ``data_dir``, ``quick``, ``no_progress``);
+    ``run_arguments(dataset, method)`` adds per-run ones (e.g. ``--epochs``, ``--lr``). The
+    per-call summaries go to a scratch folder: the caller writes its own table."""
+    methods, datasets = list(methods), list(datasets)
     scratch = tempfile.mkdtemp(prefix="uci_sweep_")
     common = ["--results-dir", scratch, "--seed", str(args.seed), "--device", args.device]
     common += ["--data-dir", str(args.data_dir)] if args.data_dir else []
     common += ["--quick"] if args.quick else []
     common += ["--no-progress"] if args.no_progress else []
-    for split in parse_splits(splits, max(UCIDataset(d, args.data_dir).n_splits for d in datasets)):
+    n_splits = {d: UCIDataset(d, args.data_dir).n_splits for d in datasets}
+    for split in parse_splits(splits, max(n_splits.values())):
         for dataset in datasets:
-            if split >= UCIDataset(dataset, args.data_dir).n_splits:
+            if split >= n_splits[dataset]:
                 continue
-            extra = dataset_arguments(dataset) if dataset_arguments else []
-            main(["--method", ",".join(methods), "--dataset", dataset, "--splits", str(split), "--out", str(out), "--resume", *extra, *common])
+            for method in methods:
+                extra = run_arguments(dataset, method) if run_arguments else []
+                main(["--method", method, "--dataset", dataset, "--splits", str(split), "--out", str(out), "--resume", *extra, *common])
 
 
 if __name__ == "__main__":

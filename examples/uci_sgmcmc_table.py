@@ -39,7 +39,7 @@ import pandas as pd
 import pyro
 
 from pyrozoo.cli import add_common_arguments, device_from_args, positive_int, run_main, settings_digest
-from pyrozoo.data import UCIDataset, parse_splits
+from pyrozoo.data import UCIDataset
 from pyrozoo.experiments import uci_sgmcmc
 from pyrozoo.experiments.uci import UCIRunConfig, run_split
 from pyrozoo.reporting import mean_and_stderr, save_figure, save_table, to_markdown
@@ -51,6 +51,8 @@ DATASETS = ["bostonHousing", "yacht", "energy", "wine-quality-red", "concrete"]
 METHODS = ["sghmc", "a-sghmc", "sghmc-em", "a-sghmc-em", "sghmc-sa", "a-sghmc-sa"]
 LR_GRID = "2e-6,5e-6,1e-5,2e-5,5e-5,1e-4"
 VALIDATION_FRACTION = 0.2
+#: thinned posterior samples each run predicts with, in tuning and on the standard splits
+NUM_SAMPLES = 100
 LR_COLUMNS = ["dataset", "method", "lr", "val_rmse", "val_test_ll"]
 
 
@@ -89,7 +91,7 @@ def tune(datasets, methods, args, path: Path) -> pd.DataFrame:
             for lr in args.grid:
                 if (dataset, method, lr) in done:
                     continue
-                config = UCIRunConfig(epochs=args.epochs, lr=lr, num_samples=100, device=device, seed=args.seed, quick=args.quick)
+                config = UCIRunConfig(epochs=args.epochs, lr=lr, num_samples=NUM_SAMPLES, device=device, seed=args.seed, quick=args.quick)
                 try:
                     result = run_split(method, split, config)
                 except FloatingPointError as e:  # the sampler's report of a diverged chain: this rate is out
@@ -126,15 +128,16 @@ def table(runs: pd.DataFrame, rates: pd.DataFrame) -> pd.DataFrame:
 
 def notes(out: pd.DataFrame, args, runs_path: Path) -> str:
     d = uci_sgmcmc.DEFAULTS
+    scale, power, offset = d["omega"]
     best = out.loc[out.groupby("dataset").rmse.idxmin()]
     best_text = "; ".join(f"{r.dataset}: {r.method}" for r in best.itertuples())
     return "\n\n".join([
         f"Measured columns (`rmse`, `test_ll`, mean ± standard error over `splits` standard Hernandez-Lobato & Adams splits, "
         f"original target units): `examples/uci_sgmcmc_table.py` (per-split rows in `{runs_path.name}`). Every method: one "
         f"hidden layer of 50 ReLU units, minibatches of {d['batch_size']}, {args.epochs or d['epochs']} epochs, SGHMC momentum "
-        f"{d['momentum']}, the posterior average over {100} thinned samples from the last {1 - d['burn_in']:.0%} of the run; "
+        f"{d['momentum']}, the posterior average over {NUM_SAMPLES} thinned samples from the last {1 - d['burn_in']:.0%} of the run; "
         f"SSGL prior v1 = {d['v1']}, a = {d['a']}, b = {d['b']}, nu = lambda = {d['nu']}, v0 and tau_0 per data set as in the "
-        f"authors' table, omega_k = (100 + k)^-0.7 (SA) or 1 (EM); annealing tau_k = tau_0 * {uci_sgmcmc.ANNEAL_RATE}^k. "
+        f"authors' table, omega_k = {scale:g} * (k + {offset:g})^-{power:g} (SA) or 1 (EM); annealing tau_k = tau_0 * {uci_sgmcmc.ANNEAL_RATE}^k. "
         f"`lr`: the learning rate of lowest validation RMSE among {', '.join(f'{v:g}' for v in args.grid)} (20 % of split "
         f"{args.tune_split}'s training rows held out; `uci_sgmcmc_lr.csv`)." + (" QUICK SMOKE RUN: not a result." if args.quick else ""),
         "`paper_rmse`: Deng et al. (2019), UCI table of the appendix (published, as printed with its ± error). Their protocol: random "
@@ -204,12 +207,9 @@ def main(argv=None):
         tuning = tune(args.datasets, args.methods, args, tuning_path)
     rates = chosen_rates(tuning[tuning.dataset.isin(args.datasets) & tuning.method.isin(args.methods)], args.grid)
     if not args.no_run:
-        extra = (["--epochs", str(args.epochs)] if args.epochs else []) + ["--num-samples", "100"]
-        # splits outermost, so that an interrupted sweep has every method on the splits it finished
-        for split in parse_splits(args.splits, max(UCIDataset(d, args.data_dir).n_splits for d in args.datasets)):
-            for method in args.methods:
-                lr = {r.dataset: r.lr for r in rates[rates.method == method].itertuples()}
-                uci_regression.sweep([method], args.datasets, str(split), runs_path, args, lambda d: ["--lr", repr(lr[d]), *extra])
+        lr = {(r.dataset, r.method): r.lr for r in rates.itertuples()}
+        extra = (["--epochs", str(args.epochs)] if args.epochs else []) + ["--num-samples", str(NUM_SAMPLES)]
+        uci_regression.sweep(args.methods, args.datasets, args.splits, runs_path, args, lambda dataset, method: ["--lr", repr(lr[dataset, method]), *extra])
     runs = pd.read_csv(runs_path)
     runs = runs[runs.dataset.isin(args.datasets) & runs.method.isin(args.methods)]
     if runs.empty:
