@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from pyrozoo.metrics import accuracy, expected_calibration_error, log_mean_exp, rmse
+from pyrozoo.metrics import accuracy, expected_calibration_error, interval_coverage, log_mean_exp, reliability_diagram, rmse
 
 
 def test_rmse_hand_case(device, dtype):
@@ -81,3 +81,23 @@ def test_log_mean_exp_is_stable():
     assert log_mean_exp(x).item() == pytest.approx(1000 + math.log(2), rel=1e-6)
     x = torch.tensor([-1000.0, -1000.0])
     assert log_mean_exp(x).item() == pytest.approx(-1000.0)
+
+
+# (id, metric call, regex the ValueError must match)
+BAD_METRIC_INPUTS = [
+    ("rmse-empty", lambda: rmse(torch.zeros(0), torch.zeros(0)), "no targets"),
+    ("rmse-sizes", lambda: rmse(torch.zeros(4, 2), torch.zeros(4)), r"predictions of shape \(4, 2\) do not match targets of shape \(4,\)"),
+    ("accuracy-label-shape", lambda: accuracy(torch.full((4, 3), 1 / 3), torch.zeros(4, 1, dtype=torch.long)), r"expected labels of shape \(4,\)"),
+    ("accuracy-empty", lambda: accuracy(torch.zeros(0, 3), torch.zeros(0, dtype=torch.long)), "no examples"),
+    ("accuracy-label-K", lambda: accuracy(torch.full((4, 3), 1 / 3), torch.tensor([0, 1, 3, 2])), r"outside the 3 classes 0\.\.2"),
+    ("ece-negative-label", lambda: expected_calibration_error(torch.full((4, 3), 1 / 3), torch.tensor([0, -1, 2, 2])), r"labels range over \[-1, 2\]"),
+    ("reliability-label-K", lambda: reliability_diagram(torch.full((4, 2), 0.5), torch.tensor([0, 1, 2, 1])), "outside the 2 classes"),
+    ("coverage-nan-level", lambda: interval_coverage(torch.rand(5), [0.5, float("nan")]), r"levels must lie in \[0, 1\]"),
+    ("coverage-empty", lambda: interval_coverage(torch.zeros(0), [0.5]), "pit is empty"),
+]
+
+
+@pytest.mark.parametrize("call,match", [c[1:] for c in BAD_METRIC_INPUTS], ids=[c[0] for c in BAD_METRIC_INPUTS])
+def test_bad_metric_inputs_raise(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()

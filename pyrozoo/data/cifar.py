@@ -4,8 +4,14 @@ The archive ``cifar-10-python.tar.gz`` (https://www.cs.toronto.edu/~kriz/cifar.h
 extracts to ``cifar-10-batches-py/`` holding ``data_batch_1`` ... ``data_batch_5`` and
 ``test_batch``: pickled dictionaries with ``b"data"`` (uint8, 10000 x 3072, channel-major
 rows) and ``b"labels"``. It is not shipped with the shared data; pass its location.
+
+A pickle can run any code while it loads, so the batches are read with
+:class:`_BatchUnpickler`, which builds only what a batch holds (dicts, lists, bytes, numbers,
+NumPy arrays) and refuses every other import a pickle asks for.
 """
 
+import codecs
+import importlib
 import pickle
 from pathlib import Path
 from typing import Optional, Tuple, Union
@@ -14,6 +20,7 @@ import numpy as np
 import torch
 
 from pyrozoo.data.paths import default_data_dir
+from pyrozoo.data.validation import check_stored_labels
 
 FOLDER = "cifar-10-batches-py"
 TRAIN_BATCHES = tuple(f"data_batch_{i}" for i in range(1, 6))
@@ -21,6 +28,60 @@ TEST_BATCHES = ("test_batch",)
 #: per-channel mean and standard deviation of the training images (for normalisation)
 MEAN = (0.4914, 0.4822, 0.4465)
 STD = (0.2470, 0.2435, 0.2616)
+NUM_CLASSES = 10
+
+
+def _numpy_core(module: str):
+    # NumPy 2 moved numpy.core to numpy._core; pickles name either, depending on who wrote them
+    try:
+        return importlib.import_module(f"numpy._core.{module}")
+    except ImportError:
+        return importlib.import_module(f"numpy.core.{module}")
+
+
+def _allowed_globals() -> dict:
+    """What a CIFAR-10 batch's pickle may import, by (module, name) as the pickle spells them:
+    NumPy's array and scalar reconstruction (both NumPy 1 and 2 spellings), and the builtins
+    protocols 0-2 use for bytes. Dicts, lists, ints and bytes themselves need no import."""
+    multiarray, numeric = _numpy_core("multiarray"), _numpy_core("numeric")
+    allowed = {("numpy", "ndarray"): np.ndarray, ("numpy", "dtype"): np.dtype}
+    for core in ("numpy.core", "numpy._core"):
+        allowed[(f"{core}.multiarray", "_reconstruct")] = multiarray._reconstruct
+        allowed[(f"{core}.multiarray", "scalar")] = multiarray.scalar
+        allowed[(f"{core}.numeric", "_frombuffer")] = numeric._frombuffer
+    for builtins in ("builtins", "__builtin__"):  # Python 3's and Python 2's name
+        allowed[(builtins, "bytes")] = bytes
+        allowed[(builtins, "bytearray")] = bytearray
+    allowed[("_codecs", "encode")] = _latin1_encode
+    return allowed
+
+
+def _latin1_encode(text: str, encoding: str) -> bytes:
+    """``_codecs.encode`` as protocols 0-2 use it to write bytes (``encode(text, "latin1")``),
+    and no other codec."""
+    if encoding not in ("latin1", "latin-1") or not isinstance(text, str):
+        raise _Refused(f"_codecs.encode with encoding {encoding!r}")
+    return codecs.encode(text, "latin1")
+
+
+class _Refused(pickle.UnpicklingError):
+    """An import a CIFAR-10 batch never needs (its message is the name asked for)."""
+
+
+class _BatchUnpickler(pickle.Unpickler):
+    """Unpickles a CIFAR-10 batch, refusing (``pickle.UnpicklingError``) any import outside
+    :func:`_allowed_globals`: a pickle runs what it imports, so a crafted file could otherwise
+    run any code (``os.system``, ``builtins.open``, ...)."""
+
+    _allowed = None
+
+    def find_class(self, module: str, name: str):
+        if _BatchUnpickler._allowed is None:
+            _BatchUnpickler._allowed = _allowed_globals()
+        try:
+            return self._allowed[(module, name)]
+        except KeyError:
+            raise _Refused(f"{module}.{name}") from None
 
 
 def find_cifar10(data_dir: Optional[Union[str, Path]] = None) -> Path:
@@ -47,7 +108,13 @@ def _read_batch(path: Path) -> Tuple[np.ndarray, np.ndarray]:
         raise FileNotFoundError(f"CIFAR-10 batch {path} is missing")
     with open(path, "rb") as f:
         try:
-            batch = pickle.load(f, encoding="bytes")
+            batch = _BatchUnpickler(f, encoding="bytes").load()
+        except _Refused as e:
+            raise ValueError(
+                f"{path}: refused to load: the pickle asks to import {e}, which a CIFAR-10 python batch never "
+                "needs (a pickle can run code: this file is not a CIFAR-10 batch, or has been tampered with); "
+                "download the batches again from https://www.cs.toronto.edu/~kriz/cifar.html"
+            ) from None
         except Exception as e:  # a truncated or foreign file
             raise ValueError(f"{path}: not a CIFAR-10 python batch ({e})") from None
     if not isinstance(batch, dict) or b"data" not in batch or b"labels" not in batch:
@@ -56,6 +123,7 @@ def _read_batch(path: Path) -> Tuple[np.ndarray, np.ndarray]:
     labels = np.asarray(batch[b"labels"], dtype=np.int64)
     if data.ndim != 2 or data.shape[1] != 3072 or len(labels) != len(data):
         raise ValueError(f"{path}: data of shape {data.shape} with {len(labels)} labels; expected (n, 3072) and n labels")
+    check_stored_labels(str(path), labels, NUM_CLASSES)
     return data, labels
 
 

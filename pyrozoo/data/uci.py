@@ -5,9 +5,10 @@ and standard deviation, train, predict, and report test RMSE and test log-likeli
 example in the *original* target units (:meth:`UCISplit.to_original_units`).
 """
 
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional, Union
+from typing import List, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -28,39 +29,148 @@ UCI_DATASETS = (
 )
 
 
-def _read_numbers(path: Path, dtype=float) -> np.ndarray:
+def _read_numbers(path: Path, dtype=float, one_per_line: bool = False, line_end: bool = False) -> np.ndarray:
+    """The numbers of a whitespace-separated text file, one row per line: a 2-d float64 array,
+    or with ``one_per_line`` the 1-d array of a file holding one number per line (``dtype=int``:
+    int64, each an integer, written ``307`` or ``307.0``).
+
+    Rows are counted from line 1 and only blank lines after the last row are allowed, so row
+    ``i`` is line ``i + 1`` (which is how the index files' row numbers are checked against the
+    rows). With ``line_end``, the last row must end with a line end: the standard files do, and a
+    copy cut short mid-line does not (while its last number, cut short, may still parse).
+
+    Raises ``ValueError`` naming the file and the line (1-based) for an empty file, a blank line
+    before the last row, a row with a different number of fields from the others, a token that
+    is not a number (or not an integer), and a NaN or infinite value.
+    """
     if not path.is_file():
         raise FileNotFoundError(f"UCI file {path} is missing")
-    rows = []
-    with open(path) as f:
-        for lineno, line in enumerate(f, 1):
-            fields = line.split()
-            if not fields:
-                continue
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("ascii")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise ValueError(
+            f"{path}:{line}: byte 0x{raw[e.start]:02x} is not ASCII text; the file should hold numbers "
+            "only (a binary or corrupted copy?)"
+        ) from None
+    lines = text.split("\n")
+    end = len(lines)
+    while end and not lines[end - 1].strip():
+        end -= 1
+    if end == 0:
+        raise ValueError(f"{path}:1: the file is empty (it holds no numbers); restore it from the original data set")
+    if line_end and end == len(lines):
+        raise ValueError(
+            f"{path}:{end}: the last line has no line end, as in a copy cut short mid-line (its last number "
+            "may be cut short too); restore the file, or end it with a newline if it is complete"
+        )
+    lines = lines[:end]
+    widths = list(map(len, map(str.split, lines)))
+    if 0 in widths:
+        line = widths.index(0) + 1
+        raise ValueError(
+            f"{path}:{line}: blank line before the last row; rows are counted by line, so a blank line "
+            "stands for a lost row (delete the line if no row is lost)"
+        )
+    distinct = set(widths)
+    # the width most rows have is the right one: the odd row out may be the first
+    width = 1 if one_per_line else widths[0] if len(distinct) == 1 else Counter(widths).most_common(1)[0][0]
+    if distinct != {width}:
+        line = next(i for i, w in enumerate(widths) if w != width) + 1
+        expected = "one number per line" if one_per_line else f"{width} like the other rows (a row cut short, or two run together?)"
+        raise ValueError(f"{path}:{line}: {widths[line - 1]} numbers on the line, expected {expected}")
+    values = _parse_all(path, text, lines, width, dtype)
+    if dtype is float:
+        finite = np.isfinite(values)
+        if not finite.all():
+            row = int(np.argmin(finite.all(axis=1)))
+            col = int(np.argmin(finite[row]))
+            raise ValueError(
+                f"{path}:{row + 1}: column {col + 1} is {lines[row].split()[col]!r}, not a finite number "
+                f"(a missing or corrupted value); {int((~finite).sum())} such value(s) in the file"
+            )
+    return values.ravel() if one_per_line else values
+
+
+def _parse_all(path: Path, text: str, lines: List[str], width: int, dtype) -> np.ndarray:
+    """The numbers of ``text`` (whose rows are ``lines``, each of ``width`` fields), shaped
+    ``(rows, width)``: a fast pass over all tokens at once, and where it fails, a pass line by
+    line that names the first bad token."""
+    np_dtype = np.float64 if dtype is float else np.int64
+    shape = (len(lines), width)
+    # float() and int() read 1_000 as 1000: no UCI file writes digits so, a corrupted one might
+    if "_" not in text:
+        tokens = text.split()
+        try:
+            return np.fromiter(map(dtype, tokens), np_dtype, len(tokens)).reshape(shape)
+        except (ValueError, OverflowError):
+            pass  # a bad token, or an integer written 307.0: look line by line
+    out = []
+    for lineno, line in enumerate(lines, 1):
+        for col, token in enumerate(line.split(), 1):
             try:
-                rows.append([float(v) if dtype is float else _parse_int(v) for v in fields])
+                out.append(_parse_token(token, dtype))
             except ValueError as e:
-                raise ValueError(f"{path}:{lineno}: malformed number ({e})") from None
-    if not rows:
-        raise ValueError(f"{path} holds no numbers")
-    widths = {len(r) for r in rows}
-    if len(widths) > 1:
-        raise ValueError(f"{path}: rows have different numbers of fields {sorted(widths)}")
-    return np.asarray(rows, dtype=np.float64 if dtype is float else np.int64)
+                raise ValueError(f"{path}:{lineno}: column {col}: {e} (a number cut short, or a corrupted file?)") from None
+    return np.array(out, dtype=np_dtype).reshape(shape)
 
 
-def _parse_int(text: str) -> int:
-    value = float(text)
+def _parse_token(text: str, dtype) -> Union[float, int]:
+    if "_" in text:
+        raise ValueError(f"{text!r} is not a number")
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number") from None
+    if dtype is float:
+        return value
     if not value.is_integer():
         raise ValueError(f"{text!r} is not an integer")
+    if abs(value) >= 2**62:
+        raise ValueError(f"{text!r} is too large to be a row or column index")
     return int(value)
 
 
 def _read_int(path: Path) -> int:
-    values = _read_numbers(path, int).ravel()
+    """The single positive integer of a file such as ``n_splits.txt``."""
+    values = _read_numbers(path, int, one_per_line=True)
     if values.size != 1:
-        raise ValueError(f"{path} should hold a single integer")
+        raise ValueError(f"{path}:2: holds {values.size} lines of numbers; it should hold a single integer")
+    if values[0] < 1:
+        raise ValueError(f"{path}:1: {int(values[0])} should be a positive integer")
     return int(values[0])
+
+
+def _first_repeat(index: np.ndarray) -> Optional[Tuple[int, int]]:
+    """The 0-based positions ``(earlier, later)`` of the first repeated value of ``index``, by the
+    later position (the line where a reader of the file meets the repeat); ``None`` if none."""
+    order = np.argsort(index, kind="stable")
+    repeats = np.flatnonzero(index[order][1:] == index[order][:-1])
+    if not repeats.size:
+        return None
+    # the stable sort keeps equal values in file order, so order[r] is the occurrence just before order[r + 1]
+    first = int(np.argmin(order[repeats + 1]))
+    return int(order[repeats[first]]), int(order[repeats[first] + 1])
+
+
+def _check_indices(path: Path, index: np.ndarray, size: int, what: str, context: str = "") -> None:
+    """Every entry of the one-per-line ``index`` (read from ``path``) in ``0..size - 1`` and
+    listed once; ``what`` names the kind of entry (``"row"``, ``"column"``) in the messages."""
+    outside = np.flatnonzero((index < 0) | (index >= size))
+    if outside.size:
+        line = int(outside[0]) + 1
+        raise ValueError(
+            f"{path}:{line}: {context}{what} {int(index[outside[0]])} is outside data.txt's {what}s 0..{size - 1} "
+            f"({outside.size} such line(s); a data.txt cut short, or an index file from another data set?)"
+        )
+    repeat = _first_repeat(index)
+    if repeat is not None:
+        earlier, later = repeat
+        raise ValueError(
+            f"{path}:{later + 1}: {context}{what} {int(index[later])} is listed more than once (first on line "
+            f"{earlier + 1}); each {what} must appear once"
+        )
 
 
 @dataclass
@@ -140,19 +250,18 @@ class UCIDataset:
             raise FileNotFoundError(f"UCI data set folder {folder} does not exist")
         self.name = name
         self.folder = folder
-        data = _read_numbers(folder / "data.txt")
-        if not np.isfinite(data).all():
-            bad = np.argwhere(~np.isfinite(data))[0]
-            raise ValueError(f"{folder / 'data.txt'}: non-finite value at row {bad[0] + 1}, column {bad[1] + 1}")
-        features = _read_numbers(folder / "index_features.txt", int).ravel()
-        target = _read_numbers(folder / "index_target.txt", int).ravel()
+        data = _read_numbers(folder / "data.txt", line_end=True)
         ncol = data.shape[1]
+        features_path, target_path = folder / "index_features.txt", folder / "index_target.txt"
+        features = _read_numbers(features_path, int, one_per_line=True)
+        target = _read_numbers(target_path, int, one_per_line=True)
         if target.size != 1:
-            raise ValueError(f"{folder / 'index_target.txt'} must hold exactly one column index")
-        if features.size == 0 or features.min() < 0 or features.max() >= ncol or not 0 <= target[0] < ncol:
-            raise ValueError(f"{folder}: feature/target indices do not fit data.txt's columns 0..{ncol - 1}")
-        if int(target[0]) in set(features.tolist()):
-            raise ValueError(f"{folder}: the target column {int(target[0])} is also listed as a feature")
+            raise ValueError(f"{target_path}:2: holds {target.size} lines; it must hold exactly one column index")
+        _check_indices(features_path, features, ncol, "column")
+        _check_indices(target_path, target, ncol, "column")
+        if int(target[0]) in features:
+            line = int(np.flatnonzero(features == target[0])[0]) + 1
+            raise ValueError(f"{features_path}:{line}: the target column {int(target[0])} ({target_path}) is also listed as a feature")
         self.x = data[:, features]
         self.y = data[:, int(target[0])]
         self.n_splits = _read_int(folder / "n_splits.txt")
@@ -165,18 +274,33 @@ class UCIDataset:
     def split(self, k: int) -> UCISplit:
         if not 0 <= k < self.n_splits:
             raise ValueError(f"{self.name} has splits 0..{self.n_splits - 1}, not {k}")
-        train = _read_numbers(self.folder / f"index_train_{k}.txt", int).ravel()
-        test = _read_numbers(self.folder / f"index_test_{k}.txt", int).ravel()
+        train_path, test_path = self.folder / f"index_train_{k}.txt", self.folder / f"index_test_{k}.txt"
+        train = _read_numbers(train_path, int, one_per_line=True, line_end=True)
+        test = _read_numbers(test_path, int, one_per_line=True, line_end=True)
         n = len(self.y)
-        if train.max() >= n or test.max() >= n or train.min() < 0 or test.min() < 0:
-            raise ValueError(f"{self.folder}: split {k} indexes rows outside 0..{n - 1}")
-        # a row in both parts would leak test data into training; a repeated row would weigh twice
-        for part, index in (("train", train), ("test", test)):
-            if len(np.unique(index)) != len(index):
-                raise ValueError(f"{self.folder}: split {k} lists a row more than once in its {part} indices")
-        shared = np.intersect1d(train, test)
-        if len(shared):
-            raise ValueError(f"{self.folder}: split {k} has {len(shared)} row(s) in both train and test, e.g. row {shared[0]}")
+        # a repeated row would weigh twice; a row in both parts would leak test data into training;
+        # a row in neither means an index file cut short (every bundled split covers all rows)
+        _check_indices(train_path, train, n, "row", f"split {k}: ")
+        _check_indices(test_path, test, n, "row", f"split {k}: ")
+        in_train = np.zeros(n, dtype=bool)
+        in_train[train] = True
+        shared = np.flatnonzero(in_train[test])
+        if shared.size:
+            row = int(test[shared[0]])
+            train_line = int(np.flatnonzero(train == row)[0]) + 1
+            raise ValueError(
+                f"{test_path}:{shared[0] + 1}: split {k} lists row {row} in both train and test (also "
+                f"{train_path}:{train_line}); {shared.size} such row(s) would leak the test set into training"
+            )
+        if len(train) + len(test) != n:
+            covered = in_train
+            covered[test] = True
+            missing = np.flatnonzero(~covered)
+            raise ValueError(
+                f"{train_path}:{len(train)}: split {k}'s train indices end here and its test indices at "
+                f"{test_path}:{len(test)}, leaving {missing.size} of data.txt's {n} rows in neither part, first "
+                f"row {int(missing[0])}; each row belongs to exactly one part (an index file cut short?)"
+            )
         x_train, y_train = self.x[train], self.y[train]
         x_test, y_test = self.x[test], self.y[test]
         x_mean, x_std = x_train.mean(0), x_train.std(0)

@@ -1,15 +1,21 @@
 """Posterior predictions: samples, predictive summaries and evaluation metrics."""
 
 import math
+import operator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
+import pyro.util
 import torch
+from pyro import poutine
 from pyro.infer import Predictive
+from pyro.infer.autoguide import AutoGuideList
 from pyro.infer.autoguide.initialization import InitMessenger, init_to_sample
+from pyro.poutine.util import site_is_subsample
 
 from pyrozoo import metrics
+from pyrozoo.data.validation import check_finite, check_nonempty, check_positive_finite
 from pyrozoo.models.likelihoods import Categorical, Gaussian, PosteriorPredictive
 
 
@@ -88,9 +94,17 @@ def posterior_samples(model, guide, x: torch.Tensor, num_samples: int = 100, bat
     :param samples: instead of drawing from ``guide``, condition on these values of the
         latent sites (each with a leading sample dimension), e.g.
         ``{k: v[None] for k, v in guide.median().items()}`` for the posterior-median network.
+
+    Before sampling, the inputs are checked (a non-empty tensor without NaN/inf) and so is
+    the posterior against the model (:func:`check_posterior_matches_model`): a guide or
+    ``samples`` fitted to another model raise a ``ValueError`` instead of predicting.
     """
-    if num_samples < 1:
-        raise ValueError("num_samples must be >= 1")
+    _check_arguments("posterior_samples", x, num_samples, batch_size)
+    check_posterior_matches_model(model, guide, x, samples=samples)
+    return _posterior_samples(model, guide, x, num_samples, batch_size, samples)
+
+
+def _posterior_samples(model, guide, x, num_samples, batch_size, samples):
     names = _latent_names(model, x)
     model_fn = InitMessenger(_init_to_sample_or_network)(model)
     if samples is not None:
@@ -111,8 +125,11 @@ def posterior_samples(model, guide, x: torch.Tensor, num_samples: int = 100, bat
 def predict(model, guide, x: torch.Tensor, num_samples: int = 100, batch_size: Optional[int] = None, *, samples: Optional[Dict[str, torch.Tensor]] = None) -> PosteriorPredictive:
     """Posterior predictive mean, standard deviation and samples (see
     :class:`~pyrozoo.models.PosteriorPredictive`) from the model's likelihood
-    (``samples``: fixed latent values instead of guide draws, see :func:`posterior_samples`)."""
-    samples = posterior_samples(model, guide, x, num_samples, batch_size, samples=samples)
+    (``samples``: fixed latent values instead of guide draws, see :func:`posterior_samples`,
+    which also lists the checks of the inputs and the posterior)."""
+    _check_arguments("predict", x, num_samples, batch_size)
+    check_posterior_matches_model(model, guide, x, samples=samples)
+    samples = _posterior_samples(model, guide, x, num_samples, batch_size, samples)
     return model.likelihood.aggregate(samples["_RETURN"], _likelihood_latents(model, samples, x))
 
 
@@ -130,11 +147,24 @@ def evaluate(model, guide, x: torch.Tensor, y: torch.Tensor, num_samples: int = 
     ``error`` (percent), ``test_ll`` and ``ece``. ``samples``: fixed latent values instead
     of guide draws (see :func:`posterior_samples`). Inside :func:`record_predictive` it
     also records the predictive quantities calibration needs.
+
+    Bad input raises before any sampling: NaN/inf or an empty test set in ``x`` or ``y``,
+    inputs and targets of different lengths, a ``y_scale`` that is not positive and finite,
+    class labels outside ``[0, K - 1]`` for a network with ``K`` outputs, and a guide (or
+    ``samples``) fitted to a different model (see :func:`check_posterior_matches_model`).
     """
-    samples = posterior_samples(model, guide, x, num_samples, batch_size, samples=samples)
+    _check_arguments("evaluate", x, num_samples, batch_size)
+    _check_targets(x, y)
+    check_positive_finite("evaluate: y_scale", y_scale, "it is the standard deviation the targets were divided by when standardised as (y - y_shift) / y_scale; pass the training targets' (nonzero) standard deviation, or 1.0 for targets in original units")
+    if not math.isfinite(float(y_shift)):  # (a non-number fails here as it did below)
+        raise ValueError(f"evaluate: y_shift must be finite, got {float(y_shift)} (the mean the targets were standardised with, or 0.0)")
+    likelihood = model.likelihood
+    output = check_posterior_matches_model(model, guide, x, samples=samples)
+    if isinstance(likelihood, Categorical) and torch.is_tensor(output) and output.dim() >= 1:
+        likelihood.check_labels(y, output.shape[-1])
+    samples = _posterior_samples(model, guide, x, num_samples, batch_size, samples)
     f = samples["_RETURN"]
     latents = _likelihood_latents(model, samples, x)
-    likelihood = model.likelihood
     log_pred = likelihood.log_predictive(f, y, latents)
     if isinstance(likelihood, Gaussian):
         mean = likelihood.aggregate(f, latents).mean
@@ -153,3 +183,221 @@ def evaluate(model, guide, x: torch.Tensor, y: torch.Tensor, num_samples: int = 
             _record(PredictiveRecord("classification", probs=probs.detach().cpu(), labels=y.detach().cpu()))
         return {"accuracy": acc, "error": 100.0 * (1.0 - acc), "test_ll": float(log_pred.mean()), "ece": metrics.expected_calibration_error(probs, y)}
     return {"test_ll": float(log_pred.mean())}
+
+
+# -- checks --------------------------------------------------------------------------------------
+
+
+def _check_arguments(caller: str, x, num_samples, batch_size) -> None:
+    if not _is_int(num_samples) or num_samples < 1:
+        raise ValueError(f"{caller}: num_samples must be an int >= 1, got {num_samples!r}")
+    if batch_size is not None and (not _is_int(batch_size) or batch_size < 0):
+        raise ValueError(f"{caller}: batch_size must be a positive int (or None or 0 for one batch), got {batch_size!r}")
+    _check_data(caller, "x", x, "the inputs")
+
+
+def _is_int(value) -> bool:
+    if isinstance(value, bool):
+        return False
+    try:
+        operator.index(value)
+    except TypeError:
+        return False
+    return True
+
+
+def _check_targets(x, y) -> None:
+    _check_data("evaluate", "y", y, "the targets")
+    if len(y) != len(x):
+        raise ValueError(f"evaluate: x and y have different numbers of examples ({len(x)} inputs, {len(y)} targets); pass one target per input row")
+
+
+def _check_data(caller: str, name: str, tensor, what: str) -> None:
+    if not torch.is_tensor(tensor):
+        raise TypeError(f"{caller}: {name} must be a tensor, got {type(tensor).__name__}")
+    check_nonempty(f"{caller}: {name}", tensor, f"the test set needs at least one example; {caller} has nothing to predict")
+    try:
+        check_finite(f"{caller}: {name}", tensor)
+    except ValueError as error:
+        raise ValueError(f"{error}; {what} must be finite: drop or impute the rows with missing or infinite values first") from None
+
+
+def _guide_hidden_sites(guide) -> Optional[set]:
+    """Names a pyrozoo guide leaves to the prior on purpose (``hide=``), or ``None`` when the
+    guide does not say which sites it covers (a plain Pyro guide: it may leave any site out)."""
+    from pyrozoo.guides.base import SitewiseGuide
+
+    if isinstance(guide, SitewiseGuide):
+        parts = [guide]
+    elif isinstance(guide, AutoGuideList):
+        parts = list(guide)
+        if not parts or not all(isinstance(part, SitewiseGuide) for part in parts):
+            return None
+    else:
+        return None
+    hidden = set()
+    for part in parts:
+        hidden |= set(part._hide)
+        # sites the guide's own model observed (e.g. an obs site named by the user's model)
+        # are sampled when predicting, but are no latent variable the guide should cover
+        if part.prototype_trace is not None:
+            hidden |= {name for name, site in part.prototype_trace.nodes.items() if site["type"] == "sample" and site["is_observed"]}
+    return hidden
+
+
+def _is_global(site, data_plate: Optional[str]) -> bool:
+    """A site whose shape does not depend on the number of examples: outside the data plate
+    (outside every vectorised plate when the model names none)."""
+    frames = [frame for frame in site["cond_indep_stack"] if frame.vectorized]
+    if data_plate is None:
+        return not frames
+    return all(frame.name != data_plate for frame in frames)
+
+
+def _fits(value_shape: torch.Size, site) -> bool:
+    """Whether a value of ``value_shape`` is one of the site's distribution (batch + event
+    shape); a batch part that broadcasts to the site's without enlarging it is allowed."""
+    fn = site["fn"]
+    expected = fn.batch_shape + fn.event_shape
+    if value_shape == expected:
+        return True
+    event_dim = len(fn.event_shape)
+    if event_dim and value_shape[len(value_shape) - event_dim:] != fn.event_shape:
+        return False
+    try:
+        return torch.broadcast_shapes(value_shape, expected) == expected
+    except RuntimeError:
+        return False
+
+
+@contextmanager
+def _side_effect_free(model, x):
+    """Runs the check without touching the random streams (later draws stay what they were
+    without it) or the modules' state (batch-norm statistics: eval mode meanwhile)."""
+    state = pyro.util.get_rng_state()
+    cuda_state = torch.cuda.get_rng_state(x.device) if x.is_cuda else None
+    modules = list(model.modules()) if isinstance(model, torch.nn.Module) else []
+    training = [m.training for m in modules]
+    try:
+        for m in modules:
+            m.training = False
+        with poutine.block():
+            yield
+    finally:
+        for m, flag in zip(modules, training):
+            m.training = flag
+        pyro.util.set_rng_state(state)
+        if cuda_state is not None:
+            torch.cuda.set_rng_state(cuda_state, x.device)
+
+
+def check_training_labels(model, x: torch.Tensor, y: torch.Tensor) -> None:
+    """For a classification model (a :class:`~pyrozoo.models.Categorical` likelihood): raises
+    unless ``y`` are labels in ``[0, K - 1]``, ``K`` the width of the network output on
+    ``x[:2]`` (one run of the model that leaves the random streams and modules as they were).
+    Once per data set: an out-of-range label would otherwise fail inside a step, as an
+    index error (a device-side assert on CUDA) or a support error under validation."""
+    likelihood = getattr(model, "likelihood", None)
+    if not isinstance(likelihood, Categorical):
+        return
+    with _side_effect_free(model, x), torch.no_grad():
+        output = InitMessenger(_init_to_sample_or_network)(model)(x[:2])  # (improper priors are not drawn from)
+    if torch.is_tensor(output) and output.dim() >= 1:
+        likelihood.check_labels(y, output.shape[-1])
+
+
+def _check_point_estimates(model) -> None:
+    """A :class:`~pyrozoo.models.BayesianNeuralNetwork` reads its point-estimate parameters
+    from Pyro's param store by name: values fitted for another network of the same name
+    would be used (or fail deep in the network) unless caught here."""
+    names = getattr(model, "deterministic_parameter_names", None)
+    net, prefix = getattr(model, "net", None), getattr(model, "name", None)
+    if not names or not isinstance(net, torch.nn.Module) or not isinstance(prefix, str):
+        return
+    store = pyro.get_param_store()
+    params = dict(net.named_parameters())
+    for name in names:
+        key = f"{prefix}.{name}"
+        if key in store and name in params and store[key].shape != params[name].shape:
+            raise ValueError(
+                f"the param store holds {key!r} of shape {tuple(store[key].shape)} but the model's parameter has shape "
+                f"{tuple(params[name].shape)}: the store's point estimates were fitted to a different model; evaluate "
+                f"the model they belong to, or clear them (pyro.clear_param_store()) or give this model another name="
+            )
+
+
+@torch.no_grad()
+def check_posterior_matches_model(model, guide, x: torch.Tensor, *, samples: Optional[Dict[str, torch.Tensor]] = None):
+    """Raises ``ValueError`` when the posterior does not belong to ``model``: a guide (or
+    ``samples``, or a :class:`~pyrozoo.inference.SampleGuide`'s stored samples) fitted to
+    another model, e.g. a network of another width. Pyro would replay such values into the
+    model without complaint and predict with the guide's network.
+
+    Once per call, on the first two rows of ``x``: the model is traced as ``Predictive``
+    traces it (prior draws, network values where the prior is improper), the guide once
+    (a stored sample is read, not drawn), and every latent site is compared: one the guide
+    samples that the model lacks, a value whose shape is not the model site's (batch +
+    event shape; compared for global sites, whose shape does not depend on ``x``), and, for
+    pyrozoo's site-wise guides, a model site the guide neither covers nor hides. The random
+    streams and the modules' state are left as they were.
+
+    :returns: the model's output on those rows (its last dimension is a classifier's
+        number of classes), or ``None`` where the model returns no tensor.
+    """
+    from pyrozoo.inference.sample_storage import SampleGuide
+
+    head = x[: min(len(x), 2)]
+    likelihood = getattr(model, "likelihood", None)
+    obs_name = getattr(likelihood, "name", None)
+    data_plate = getattr(likelihood, "plate_name", None)
+    model_fn = InitMessenger(_init_to_sample_or_network)(model)
+    _check_point_estimates(model)
+    with _side_effect_free(model, x):
+        # (the model's own errors on x, e.g. a wrong number of features, surface as they are)
+        model_trace = poutine.trace(model_fn).get_trace(head)
+        if samples is not None or isinstance(guide, SampleGuide):
+            stored = samples if samples is not None else guide.samples
+            source = "the posterior samples" if samples is not None else "the SampleGuide's samples"
+            values = {name: v.shape[1:] for name, v in stored.items() if torch.is_tensor(v) and v.dim() >= 1}
+            hidden = None  # samplers record the sites they sample: others are left to the prior
+        elif guide is None or getattr(guide, "prototype_trace", True) is None:
+            # no guide (Predictive draws from the prior), or an autoguide not set up yet:
+            # Predictive sets it up on this very model, so its sites are the model's by
+            # construction (and setting it up here, on two rows, would change it)
+            values, hidden, source = {}, None, "the guide"
+        else:
+            source = f"the guide ({type(guide).__name__})"
+            try:
+                guide_trace = poutine.trace(guide).get_trace(head)
+            except RuntimeError as error:
+                if isinstance(error, getattr(torch, "OutOfMemoryError", ())):
+                    raise
+                raise ValueError(f"{source} failed on the first rows of x ({error}); was it fitted to this model?") from error
+            values = {
+                name: site["value"].shape
+                for name, site in guide_trace.nodes.items()
+                if site["type"] == "sample" and not site_is_subsample(site) and not site["infer"].get("is_auxiliary") and torch.is_tensor(site["value"])
+            }
+            hidden = _guide_hidden_sites(guide)
+    model_sites = {name: site for name, site in model_trace.nodes.items() if site["type"] == "sample" and not site_is_subsample(site)}
+    redo = "sample this model anew" if source.endswith("samples") else "fit a new guide to this one"
+    advice = f"it was fitted to a different model (another architecture or prior?): predict with the model it was fitted to, or {redo}"
+    extra = [name for name in values if name not in model_sites]
+    if extra:
+        latent = [n for n, site in model_sites.items() if not site["is_observed"] and n != obs_name]
+        raise ValueError(f"the model does not sample the latent site(s) {extra} of {source} (the model's latent sites: {latent}): {advice}")
+    for name, shape in values.items():
+        site = model_sites[name]
+        if name == obs_name or site["is_observed"] or not _is_global(site, data_plate):
+            continue
+        if not _fits(shape, site):
+            expected = tuple(site["fn"].batch_shape + site["fn"].event_shape)
+            raise ValueError(f"site {name!r} has shape {tuple(shape)} in {source} but {expected} in the model: {advice}")
+    if hidden is not None:
+        missing = [name for name, site in model_sites.items() if not site["is_observed"] and name != obs_name and name not in values and name not in hidden]
+        if missing:
+            raise ValueError(
+                f"the model samples latent site(s) {missing} that {source} does not cover: {advice} "
+                f"(a site left to the prior on purpose belongs in the guide's hide=[...])"
+            )
+    return model_trace.nodes["_RETURN"]["value"]

@@ -15,6 +15,7 @@ import pyro
 import pyro.distributions as dist
 import torch
 
+from pyrozoo.data.validation import check_class_labels
 from pyrozoo.distributions.util import distribution_to
 
 
@@ -242,6 +243,14 @@ class Categorical(Likelihood):
             raise TypeError(f"Categorical likelihood: labels must be an integer tensor, got {obs.dtype}")
         return obs
 
+    def check_labels(self, obs: torch.Tensor, num_classes: int) -> None:
+        """Raises unless ``obs`` are integer class labels in ``[0, num_classes - 1]``
+        (``num_classes``: the last dimension of the network output), naming the labels found
+        outside that range. It reads the labels back from the device, so it runs once per
+        data set (:func:`~pyrozoo.inference.evaluate`, :meth:`log_predictive`), not in the
+        observation site that every training step calls, which checks shape and dtype only."""
+        check_class_labels("Categorical likelihood: the labels", obs, num_classes)
+
     def predictive_distribution(self, predictions):
         return dist.Categorical(logits=predictions).to_event(predictions.dim() - 2)
 
@@ -253,6 +262,7 @@ class Categorical(Likelihood):
     def log_predictive(self, prediction_samples, obs, latent_samples=None):
         S = prediction_samples.shape[0]
         obs = self.check_obs(prediction_samples[0], obs)
+        self.check_labels(obs, prediction_samples.shape[-1])  # gather would index out of range
         logp = prediction_samples.log_softmax(-1)
         lp = logp.gather(-1, obs.unsqueeze(0).expand(S, *obs.shape).unsqueeze(-1)).squeeze(-1)
         return torch.logsumexp(lp, 0) - math.log(S)

@@ -1,6 +1,7 @@
 """MNIST / Fashion-MNIST from the gzip IDX files, and clear errors for broken files."""
 
 import gzip
+import re
 import struct
 from pathlib import Path
 
@@ -79,25 +80,58 @@ def test_small_valid_file_round_trips(tmp_path, compressed):
     np.testing.assert_array_equal(read_idx(path, 2051), data)
 
 
-def test_wrong_magic_names_path(tmp_path):
-    path = tmp_path / "labels.gz"
-    path.write_bytes(gzip.compress(_idx_bytes(np.zeros(5))))  # a 1-d (labels) file
-    with pytest.raises(ValueError, match=rf"{path}.*magic number 2049, expected 2051"):
-        read_idx(path, 2051)
+IMAGES, LABELS = "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"
+_GOOD_IMAGES = np.arange(4 * 28 * 28).reshape(4, 28, 28) % 256
+_GOOD_LABELS = np.array([7, 2, 0, 9])
 
 
-def test_truncated_data_names_path(tmp_path):
-    path = tmp_path / "images.gz"
-    path.write_bytes(gzip.compress(_idx_bytes(np.zeros((3, 4, 4)))[:-5]))
-    with pytest.raises(ValueError, match=rf"{path}.*48 values, file holds 43"):
-        read_idx(path, 2051)
+def _with_header(data, dims, magic):
+    """An IDX file whose header says ``dims`` (and ``magic``), followed by ``data``'s bytes."""
+    return struct.pack(">i", magic) + struct.pack(">" + "i" * len(dims), *dims) + np.asarray(data, dtype=np.uint8).tobytes()
 
 
-def test_extra_bytes_raise(tmp_path):
-    path = tmp_path / "images.gz"
-    path.write_bytes(gzip.compress(_idx_bytes(np.zeros((3, 4, 4))) + b"\x00"))
-    with pytest.raises(ValueError, match=str(path)):
-        read_idx(path, 2051)
+# (id, images file bytes, labels file bytes, the file named ("images" or "labels"), what the message says).
+IDX_BAD = [
+    ("images-bad-magic", _idx_bytes(_GOOD_IMAGES, magic=0x12345603), _idx_bytes(_GOOD_LABELS), "images", "IDX magic number 305419779 .*expected 2051"),
+    ("images-file-is-labels", _idx_bytes(_GOOD_LABELS), _idx_bytes(_GOOD_LABELS), "images", "magic number 2049 .*expected 2051"),
+    ("labels-file-is-images", _idx_bytes(_GOOD_IMAGES), _idx_bytes(_GOOD_IMAGES), "labels", "magic number 2051 .*expected 2049"),
+    ("images-header-too-many", _with_header(_GOOD_IMAGES, (5, 28, 28), 2051), _idx_bytes(_GOOD_LABELS), "images",
+     r"header says \(5, 28, 28\) = 3920 values, file holds 3136: 784 bytes short, from item 4 of 0..4 on"),
+    ("images-cut-short", _idx_bytes(_GOOD_IMAGES)[:-100], _idx_bytes(_GOOD_LABELS), "images", "100 bytes short, from item 3 of 0..3 on"),
+    ("images-too-long", _idx_bytes(_GOOD_IMAGES) + bytes(10), _idx_bytes(_GOOD_LABELS), "images", "file holds 3146: 10 bytes more than that"),
+    ("images-header-too-few", _with_header(_GOOD_IMAGES, (3, 28, 28), 2051), _idx_bytes(_GOOD_LABELS), "images", "784 bytes more"),
+    ("labels-header-too-many", _idx_bytes(_GOOD_IMAGES), _with_header(_GOOD_LABELS, (5,), 2049), "labels", "1 bytes short, from item 4 of 0..4 on"),
+    ("labels-too-long", _idx_bytes(_GOOD_IMAGES), _idx_bytes(_GOOD_LABELS) + b"\x01", "labels", "1 bytes more than that"),
+    ("label-10", _idx_bytes(_GOOD_IMAGES), _idx_bytes(np.array([7, 2, 10, 9])), "labels", r"label 10 at index 2 is outside the classes 0..9 \(1 such"),
+    ("label-255", _idx_bytes(_GOOD_IMAGES), _idx_bytes(np.array([7, 2, 0, 255])), "labels", "label 255 at index 3 is outside"),
+    ("more-images-than-labels", _idx_bytes(_GOOD_IMAGES), _idx_bytes(_GOOD_LABELS[:3]), "images", "holds 4 images but .* holds 3 labels: example 3 has no partner"),
+    ("more-labels-than-images", _idx_bytes(_GOOD_IMAGES[:3]), _idx_bytes(_GOOD_LABELS), "images", "holds 3 images but .* holds 4 labels: example 3 has no partner"),
+    ("images-not-28x28", _idx_bytes(np.zeros((4, 32, 32))), _idx_bytes(_GOOD_LABELS), "images", "images of 32x32 pixels, expected 28x28"),
+]
+
+
+@pytest.mark.parametrize("case", IDX_BAD, ids=[c[0] for c in IDX_BAD])
+def test_bad_idx_file_is_named(tmp_path, case):
+    _, images, labels, bad, says = case
+    raw = tmp_path / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    (raw / IMAGES).write_bytes(gzip.compress(images))
+    (raw / LABELS).write_bytes(gzip.compress(labels))
+    path = raw / (IMAGES if bad == "images" else LABELS)
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}:? .*{says}") as raised:
+        load_mnist("mnist", train=False, data_dir=tmp_path)
+    assert str(path) in str(raised.value)
+    if "partner" in says:  # a count mismatch names both files
+        assert str(raw / LABELS) in str(raised.value)
+
+
+def test_the_good_tiny_files_of_the_cases_load(tmp_path):
+    raw = tmp_path / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    (raw / IMAGES).write_bytes(gzip.compress(_idx_bytes(_GOOD_IMAGES)))
+    (raw / LABELS).write_bytes(gzip.compress(_idx_bytes(_GOOD_LABELS)))
+    x, y = load_mnist("mnist", train=False, data_dir=tmp_path)
+    assert x.shape == (4, 1, 28, 28) and y.tolist() == [7, 2, 0, 9]
 
 
 def test_truncated_gzip_stream_names_path(tmp_path):
@@ -141,15 +175,6 @@ def test_load_mnist_missing_files_name_the_path(tmp_path):
         load_mnist("mnist", train=False, data_dir=tmp_path)
     with pytest.raises(FileNotFoundError, match="does not exist"):
         load_mnist("mnist", data_dir=tmp_path / "nowhere")
-
-
-def test_load_mnist_image_label_count_mismatch(tmp_path):
-    raw = tmp_path / "FashionMNIST" / "raw"
-    raw.mkdir(parents=True)
-    (raw / "t10k-images-idx3-ubyte.gz").write_bytes(gzip.compress(_idx_bytes(np.zeros((4, 28, 28)))))
-    (raw / "t10k-labels-idx1-ubyte.gz").write_bytes(gzip.compress(_idx_bytes(np.zeros(3))))
-    with pytest.raises(ValueError, match="4 images but 3 labels"):
-        load_mnist("fashion", train=False, data_dir=tmp_path)
 
 
 def test_load_mnist_tiny_copy(tmp_path):

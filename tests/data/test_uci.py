@@ -2,6 +2,7 @@
 clear errors for broken copies (built in tmp_path)."""
 
 import math
+import re
 import shutil
 from pathlib import Path
 
@@ -196,75 +197,124 @@ def test_missing_folder_and_data_dir(tmp_path):
         UCIDataset("yacht", tmp_path / "nowhere")
 
 
-def test_malformed_number_names_path_and_line(tmp_path):
+def _lines(path):
+    return path.read_text().splitlines()
+
+
+def _set_field(path, lineno, column, value):
+    """Replaces one whitespace-separated field (1-based line and column)."""
+    fields = _lines(path)[lineno - 1].split()
+    fields[column - 1] = value
+    _edit_line(path, lineno, " ".join(fields))
+
+
+def _insert_line(path, lineno, text):
+    lines = _lines(path)
+    lines.insert(lineno - 1, text)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _keep_lines(path, n):
+    path.write_text("\n".join(_lines(path)[:n]) + "\n")
+
+
+def _merge_lines(path, lineno):
+    """Two rows run together: line ``lineno`` and the next become one line."""
+    lines = _lines(path)
+    lines[lineno - 1 : lineno + 1] = [lines[lineno - 1] + " " + lines[lineno]]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _cut_mid_line(path):
+    """The file cut short inside its last number: one digit and the line end lost."""
+    text = path.read_text().rstrip()
+    assert len(text.rsplit("\n", 1)[-1].split()[-1]) > 1  # the last number is still there, cut short
+    path.write_text(text[:-1])
+
+
+def _copy_line(path, src, dst):
+    """Line ``dst`` of ``path`` replaced by line ``src`` of the same file."""
+    _edit_line(path, dst, _lines(path)[src - 1])
+
+
+def _train_row_in_test(folder):
+    _edit_line(folder / "index_test_0.txt", 3, _lines(folder / "index_train_0.txt")[0])
+
+
+# (id, edit of a copy of Boston with split 0, the file named, its 1-based line, what the message says after it).
+# Each is a ValueError whose message begins "<file>:<line>: ", from UCIDataset(...) or .split(0).
+UCI_BAD = [
+    # data.txt
+    ("number-cut-short", lambda f: _set_field(f / "data.txt", 17, 14, "2.4e"), "data.txt", 17, "column 14: '2.4e' is not a number"),
+    ("corrupted-number", lambda f: _set_field(f / "data.txt", 17, 8, "4.09O0"), "data.txt", 17, "column 8: '4.09O0' is not a number"),
+    ("lone-minus", lambda f: _set_field(f / "data.txt", 2, 1, "-"), "data.txt", 2, "column 1: '-' is not a number"),
+    ("underscored-digits", lambda f: _set_field(f / "data.txt", 9, 10, "2_96.0"), "data.txt", 9, "'2_96.0' is not a number"),
+    ("nan", lambda f: _set_field(f / "data.txt", 5, 3, "nan"), "data.txt", 5, "column 3 is 'nan', not a finite number"),
+    ("inf", lambda f: _set_field(f / "data.txt", 5, 3, "inf"), "data.txt", 5, "column 3 is 'inf', not a finite number"),
+    ("minus-infinity", lambda f: _set_field(f / "data.txt", 5, 3, "-Infinity"), "data.txt", 5, "column 3 is '-Infinity'"),
+    ("overflow-to-inf", lambda f: _set_field(f / "data.txt", 500, 14, "1e999"), "data.txt", 500, "column 14 is '1e999'"),
+    ("row-too-short", lambda f: _edit_line(f / "data.txt", 10, " ".join(_lines(f / "data.txt")[9].split()[:-1])), "data.txt", 10, "13 numbers on the line, expected 14"),
+    ("rows-run-together", lambda f: _merge_lines(f / "data.txt", 300), "data.txt", 300, "28 numbers on the line, expected 14"),
+    ("first-row-is-the-odd-one", lambda f: _edit_line(f / "data.txt", 1, "1 2 3"), "data.txt", 1, "3 numbers on the line, expected 14"),
+    ("blank-line-inside", lambda f: _insert_line(f / "data.txt", 30, "   "), "data.txt", 30, "blank line before the last row"),
+    ("cut-short-mid-line", lambda f: _cut_mid_line(f / "data.txt"), "data.txt", 506, "the last line has no line end"),
+    ("empty-data", lambda f: (f / "data.txt").write_text(""), "data.txt", 1, "the file is empty"),
+    ("blank-data", lambda f: (f / "data.txt").write_text("\n  \n\n"), "data.txt", 1, "the file is empty"),
+    ("not-ascii", lambda f: (f / "data.txt").write_bytes((f / "data.txt").read_bytes().replace(b"7.070", b"7.0\xb70", 1)), "data.txt", 2, "byte 0xb7 is not ASCII"),
+    # split index files
+    ("index-out-of-range", lambda f: _edit_line(f / "index_test_0.txt", 3, "506"), "index_test_0.txt", 3, "split 0: row 506 is outside data.txt's rows 0..505"),
+    ("index-negative", lambda f: _edit_line(f / "index_train_0.txt", 5, "-1"), "index_train_0.txt", 5, "split 0: row -1 is outside"),
+    ("index-repeated", lambda f: _copy_line(f / "index_train_0.txt", 2, 7), "index_train_0.txt", 7, r"split 0: row \d+ is listed more than once \(first on line 2\)"),
+    ("index-in-train-and-test", _train_row_in_test, "index_test_0.txt", 3, r"split 0 lists row \d+ in both train and test \(also .*index_train_0.txt:1\)"),
+    ("index-file-cut-short", lambda f: _keep_lines(f / "index_train_0.txt", 400), "index_train_0.txt", 400, r"split 0's train indices end here and its test indices at .*index_test_0.txt:51, leaving 55 of data.txt's 506 rows in neither part"),
+    ("test-index-file-cut-short", lambda f: _keep_lines(f / "index_test_0.txt", 40), "index_train_0.txt", 455, r"test indices at .*index_test_0.txt:40, leaving 11 of"),
+    ("index-cut-short-mid-line", lambda f: _cut_mid_line(f / "index_test_0.txt"), "index_test_0.txt", 51, "the last line has no line end"),
+    ("index-not-an-integer", lambda f: _edit_line(f / "index_test_0.txt", 1, "307.5"), "index_test_0.txt", 1, "column 1: '307.5' is not an integer"),
+    ("index-nan", lambda f: _edit_line(f / "index_test_0.txt", 4, "nan"), "index_test_0.txt", 4, "'nan' is not an integer"),
+    ("index-two-per-line", lambda f: _edit_line(f / "index_train_0.txt", 4, "12 13"), "index_train_0.txt", 4, "2 numbers on the line, expected one number per line"),
+    ("index-empty", lambda f: (f / "index_test_0.txt").write_text(""), "index_test_0.txt", 1, "the file is empty"),
+    # column index files and the protocol's integers
+    ("feature-outside-columns", lambda f: _edit_line(f / "index_features.txt", 4, "14"), "index_features.txt", 4, "column 14 is outside data.txt's columns 0..13"),
+    ("feature-negative", lambda f: _edit_line(f / "index_features.txt", 3, "-1"), "index_features.txt", 3, "column -1 is outside"),
+    ("feature-repeated", lambda f: _edit_line(f / "index_features.txt", 6, "2"), "index_features.txt", 6, r"column 2 is listed more than once \(first on line 3\)"),
+    ("target-as-feature", lambda f: _edit_line(f / "index_features.txt", 2, "13"), "index_features.txt", 2, "the target column 13 .* is also listed as a feature"),
+    ("target-outside-columns", lambda f: (f / "index_target.txt").write_text("14\n"), "index_target.txt", 1, "column 14 is outside"),
+    ("two-targets", lambda f: (f / "index_target.txt").write_text("13\n12\n"), "index_target.txt", 2, "exactly one column index"),
+    ("n-splits-empty", lambda f: (f / "n_splits.txt").write_text(""), "n_splits.txt", 1, "the file is empty"),
+    ("n-splits-zero", lambda f: (f / "n_splits.txt").write_text("0\n"), "n_splits.txt", 1, "0 should be a positive integer"),
+]
+
+
+@pytest.mark.parametrize("case", UCI_BAD, ids=[c[0] for c in UCI_BAD])
+def test_bad_file_is_named_with_its_line(tmp_path, case):
+    _, edit, name, line, says = case
     folder = _copy(tmp_path)
-    _edit_line(folder / "data.txt", 17, " 0.1  18.00   2.310  0  0.5380  6.5750  65.20  4.09O0   1  296.0  15.30 396.90   4.98  24.00")
-    with pytest.raises(ValueError, match=f"{folder / 'data.txt'}:17: malformed number"):
-        UCIDataset("bostonHousing", tmp_path)
-
-
-@pytest.mark.parametrize("bad", ["nan", "inf", "-Infinity"])
-def test_non_finite_value_names_path_row_and_column(tmp_path, bad):
-    folder = _copy(tmp_path)
-    fields = (folder / "data.txt").read_text().splitlines()[4].split()
-    fields[2] = bad
-    _edit_line(folder / "data.txt", 5, " ".join(fields))
-    with pytest.raises(ValueError, match=rf"{folder / 'data.txt'}.*row 5, column 3"):
-        UCIDataset("bostonHousing", tmp_path)
-
-
-def test_ragged_rows_raise(tmp_path):
-    folder = _copy(tmp_path)
-    fields = (folder / "data.txt").read_text().splitlines()[9].split()
-    _edit_line(folder / "data.txt", 10, " ".join(fields[:-1]))
-    with pytest.raises(ValueError, match=str(folder / "data.txt")):
-        UCIDataset("bostonHousing", tmp_path)
-
-
-def test_empty_data_file_raises(tmp_path):
-    folder = _copy(tmp_path)
-    (folder / "data.txt").write_text("\n\n")
-    with pytest.raises(ValueError, match="holds no numbers"):
-        UCIDataset("bostonHousing", tmp_path)
-
-
-def test_feature_index_outside_the_columns_raises(tmp_path):
-    folder = _copy(tmp_path)
-    (folder / "index_target.txt").write_text("14\n")
-    with pytest.raises(ValueError, match=str(folder)):
-        UCIDataset("bostonHousing", tmp_path)
-
-
-@pytest.mark.parametrize("features", ["0\n1\n-1\n", "0\n1\n13\n"], ids=["negative", "target-as-feature"])
-def test_feature_index_must_be_a_non_target_column(tmp_path, features):
-    folder = _copy(tmp_path)
-    (folder / "index_features.txt").write_text(features)
-    with pytest.raises(ValueError, match=str(folder)):
-        UCIDataset("bostonHousing", tmp_path)
-
-
-def test_non_integer_index_raises(tmp_path):
-    folder = _copy(tmp_path)
-    _edit_line(folder / "index_test_0.txt", 1, "307.5")
-    with pytest.raises(ValueError, match=str(folder / "index_test_0.txt")):
+    edit(folder)
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(folder / name))}:{line}: .*{says}") as raised:
         UCIDataset("bostonHousing", tmp_path).split(0)
+    assert str(folder / name) in str(raised.value)
 
 
-def test_split_index_outside_the_rows_raises(tmp_path):
+def test_every_bundled_split_partitions_the_rows():
+    """What the loader enforces holds for the real data: each split's train and test indices
+    name every row of data.txt exactly once (read with numpy alone)."""
+    for name in sorted(p.name for p in UCI.iterdir() if p.is_dir()):
+        n = len(np.loadtxt(UCI / name / "data.txt"))
+        n_splits = int(np.loadtxt(UCI / name / "n_splits.txt"))
+        for k in range(n_splits):
+            rows = np.concatenate([_indices(name, "train", k), _indices(name, "test", k)])
+            assert np.array_equal(np.sort(rows), np.arange(n)), (name, k)
+
+
+def test_integers_written_as_floats_and_trailing_blank_lines_are_read(tmp_path):
     folder = _copy(tmp_path)
-    _edit_line(folder / "index_test_0.txt", 3, "506")
-    with pytest.raises(ValueError, match=rf"{folder}.*split 0"):
-        UCIDataset("bostonHousing", tmp_path).split(0)
-
-
-@pytest.mark.parametrize("part, match", [("test", "both train and test"), ("train", "more than once")])
-def test_overlapping_or_repeated_split_indices_raise(tmp_path, part, match):
-    folder = _copy(tmp_path)
-    train_rows = (folder / "index_train_0.txt").read_text().split()
-    # the test part gets a training row (leakage), or the train part one of its own rows twice
-    _edit_line(folder / f"index_{part}_0.txt", 3, train_rows[0] if part == "test" else train_rows[1])
-    with pytest.raises(ValueError, match=rf"{folder}.*split 0.*{match}"):
-        UCIDataset("bostonHousing", tmp_path).split(0)
+    _edit_line(folder / "index_test_0.txt", 1, _lines(folder / "index_test_0.txt")[0] + ".0")
+    (folder / "n_splits.txt").write_text("2e1")  # a small file need not end with a line end
+    (folder / "data.txt").write_text((folder / "data.txt").read_text() + "\n  \n\r\n")
+    ds = UCIDataset("bostonHousing", tmp_path)
+    assert ds.n_splits == 20 and len(ds) == 506
+    reference = UCIDataset("bostonHousing", DATA).split(0)
+    assert torch.equal(ds.split(0).y_test, reference.y_test)
 
 
 def test_constant_target_raises(tmp_path):

@@ -327,3 +327,33 @@ def test_positive_precision_priors_work(prior, dtype):
     site = trace.nodes[Gaussian.PRECISION_SITE]
     assert site["value"].dtype == dtype and site["value"] > 0
     torch.testing.assert_close(site["fn"].mean.double(), prior.mean.double())
+
+
+# (id, labels for logits of 3 classes, error, regex the message must match)
+BAD_LABELS = [
+    ("label-K", torch.tensor([0, 1, 3, 2, 0, 1, 2, 0]), ValueError, r"label\(s\) \[3\] outside the likelihood's range.*integers 0\.\.2"),
+    ("negative", torch.tensor([0, -1, 2, 2, 0, 1, 2, 0]), ValueError, r"label\(s\) \[-1\] outside"),
+    ("several", torch.tensor([5, 1, 3, 2, 0, 5, 2, 0]), ValueError, r"label\(s\) \[3, 5\] outside"),
+    ("non-integer", torch.tensor([0.0, 1.5, 2.0, 2.0, 0.0, 1.0, 2.0, 0.25]), ValueError, r"non-integer value\(s\) \[0.25, 1.5\]"),
+    ("whole-floats", torch.zeros(n), TypeError, r"integer tensor.*\.long\(\)"),
+    ("bool", torch.zeros(n, dtype=torch.bool), TypeError, "integer tensor"),
+]
+
+
+@pytest.mark.parametrize("labels,error,match", [c[1:] for c in BAD_LABELS], ids=[c[0] for c in BAD_LABELS])
+def test_categorical_label_range(labels, error, match):
+    with pytest.raises(error, match=match):
+        Categorical().check_labels(labels, 3)
+
+
+@pytest.mark.parametrize("labels", [torch.tensor([0, 1, 3, 2, 0, 1, 2, 0]), torch.tensor([0, -1, 2, 2, 0, 1, 2, 0])], ids=["K", "negative"])
+def test_log_predictive_refuses_labels_out_of_range(labels):
+    """A ValueError naming the labels, not an index error from the gather (a device-side
+    assert on CUDA)."""
+    with pytest.raises(ValueError, match="outside the likelihood's range"):
+        Categorical().log_predictive(torch.randn(4, n, 3), labels)
+
+
+def test_labels_in_range_pass():
+    Categorical().check_labels(torch.tensor([0, 1, 2, 2, 0, 1, 2, 0]), 3)
+    Categorical().check_labels(torch.zeros(0, dtype=torch.long), 3)
