@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from pyrozoo.cli import add_common_arguments, device_from_args, float_list, positive_int, run_main
+from pyrozoo.cli import add_common_arguments, device_from_args, fraction, non_negative_float_list, positive_int, run_main
 from pyrozoo.data import TensorBatches, load_mnist
 from pyrozoo.experiments.compress_sparse_vd import train_sparse_vd
 from pyrozoo.experiments.lenet import CompressionConfig
@@ -32,6 +32,7 @@ from pyrozoo.guides.variational_dropout import PARAMETERIZATIONS
 from pyrozoo.inference import default_optimizer
 from pyrozoo.reporting import save_figure, save_table, to_markdown
 from pyrozoo.robustness import fgsm_accuracy
+from pyrozoo.serialization import load_state
 from pyrozoo.utils import set_seed
 
 DEFAULT_EPSILONS = "0,0.02,0.05,0.1,0.15,0.2,0.3"
@@ -40,10 +41,10 @@ DEFAULT_EPSILONS = "0,0.02,0.05,0.1,0.15,0.2,0.3"
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--epochs", type=positive_int, default=50, help="training epochs of every model")
-    parser.add_argument("--epsilons", type=float_list, default=DEFAULT_EPSILONS, help="attack strengths (inputs in [0, 1])")
+    parser.add_argument("--epsilons", type=non_negative_float_list, default=DEFAULT_EPSILONS, help="attack strengths (inputs in [0, 1])")
     parser.add_argument("--num-samples", type=positive_int, default=20, help="posterior / dropout samples averaged per prediction")
     parser.add_argument("--test-size", type=positive_int, default=10000, help="attack the first N test images")
-    parser.add_argument("--dropout", type=float, default=0.5, help="dropout rate of the MC-dropout network")
+    parser.add_argument("--dropout", type=fraction, default=0.5, help="dropout rate of the MC-dropout network, in [0, 1)")
     parser.add_argument("--variance-parameterization", default="layer", choices=PARAMETERIZATIONS, help="parameterization of the variance network")
     parser.add_argument("--sparse-vd-checkpoint", type=Path, default=None, help="a checkpoint of examples/compress_lenet.py's sparse-vd lenet300 run to reuse (trained further to --epochs if shorter)")
     parser.add_argument("--variance-checkpoint", type=Path, default=None, help="a checkpoint of examples/variance_networks.py's lenet300 run of --variance-parameterization to reuse")
@@ -132,7 +133,7 @@ def main(argv=None):
     svd_checkpoint = str(args.sparse_vd_checkpoint) if args.sparse_vd_checkpoint and not args.quick else ckpt("sparse_vd")
     svd_epochs = epochs
     if args.sparse_vd_checkpoint and not args.quick and args.sparse_vd_checkpoint.exists():
-        svd_epochs = max(epochs, int(torch.load(args.sparse_vd_checkpoint, map_location="cpu", weights_only=False)["epoch"]))
+        svd_epochs = max(epochs, int(load_state(args.sparse_vd_checkpoint, map_location="cpu")["epoch"]))
     config = CompressionConfig(arch="lenet300", device=device, seed=args.seed, progress=progress, extra={"checkpoint": svd_checkpoint})
     svd_model, svd_guide, _ = train_sparse_vd(train, config, svd_epochs)
     models["Sparse VD"] = posterior_probs(svd_model, svd_guide, num_samples)
@@ -142,7 +143,7 @@ def main(argv=None):
     if args.variance_checkpoint and not args.quick:
         vn_checkpoint = str(args.variance_checkpoint)
         if args.variance_checkpoint.exists():
-            vn_epochs = max(epochs, int(torch.load(args.variance_checkpoint, map_location="cpu", weights_only=False)["epoch"]))
+            vn_epochs = max(epochs, int(load_state(args.variance_checkpoint, map_location="cpu")["epoch"]))
     vn_model, vn_guide, _ = train_variational_dropout(
         "lenet300", args.variance_parameterization, train, epochs=vn_epochs, seed=args.seed, device=device,
         checkpoint=vn_checkpoint, progress=progress,

@@ -30,13 +30,16 @@ import pandas as pd
 import pyro
 import torch
 
-from pyrozoo.cli import add_common_arguments, device_from_args, positive_float, positive_int, run_main
+from pyrozoo import atomic
+from pyrozoo.cli import add_common_arguments, device_from_args, positive_float, positive_int, positive_int_list, run_main
 from pyrozoo.data import load_mnist
+from pyrozoo.experiments import read_runs
 from pyrozoo.guides import MeanFieldNormalGuide
 from pyrozoo.inference import ClosedFormKL_ELBO, fit
 from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical, NormalPrior
 from pyrozoo.poutine import latent_scale, local_reparameterization, weight_means, weights_per_example
 from pyrozoo.reporting import save_table, to_markdown
+from pyrozoo.serialization import load_state
 
 ESTIMATORS = {
     "local reparameterization": local_reparameterization,
@@ -59,7 +62,7 @@ MEASUREMENT_COLUMNS = ["estimator", "epoch", "var_top", "var_bottom", "seconds_p
 
 
 def _checkpoint_epoch(path):
-    return torch.load(path, map_location="cpu", weights_only=False)["epoch"]
+    return load_state(path, map_location="cpu")["epoch"]
 
 
 def gradient_variances(model, guide, x, y, batch_size, repeats, seed):
@@ -92,19 +95,25 @@ def gradient_variances(model, guide, x, y, batch_size, repeats, seed):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--hidden", default="1000,1000,1000", help="hidden layer widths")
-    parser.add_argument("--checkpoints", default="10,100", help="epochs at which variances are measured")
+    parser.add_argument("--hidden", type=positive_int_list, default="1000,1000,1000", help="hidden layer widths")
+    parser.add_argument("--checkpoints", type=positive_int_list, default="10,100", help="epochs at which variances are measured")
     parser.add_argument("--batch-size", type=positive_int, default=100, help="minibatch size of the gradient estimates and of training")
-    parser.add_argument("--repeats", type=int, default=200, help="gradient estimates per estimator")
+    parser.add_argument("--repeats", type=positive_int, default=200, help="gradient estimates per estimator (>= 2: a variance)")
     parser.add_argument("--lr", type=positive_float, default=1e-3)
-    parser.add_argument("--init-scale", type=float, default=1e-2, help="initial posterior standard deviation")
+    parser.add_argument("--init-scale", type=positive_float, default=1e-2, help="initial posterior standard deviation")
     parser.add_argument("--checkpoint", type=Path, default=None, help="training checkpoint (resumed if present)")
     add_common_arguments(parser)
     args = parser.parse_args(argv)
+    if args.repeats < 2:
+        parser.error(f"argument --repeats: a variance needs >= 2 estimates, got {args.repeats}")
     device = device_from_args(args)
     pyro.enable_validation(False)
-    hidden = [int(h) for h in args.hidden.split(",")]
-    checkpoints = sorted(int(c) for c in args.checkpoints.split(","))
+    hidden = args.hidden
+    checkpoints = sorted(set(args.checkpoints))
+    checkpoint = args.checkpoint or Path(tempfile.mkdtemp()) / "local_reparam_variance.ckpt"
+    # measurements live beside the checkpoint, so a resumed run keeps those of earlier epochs
+    measured_path = checkpoint.with_name(checkpoint.name + ".variances.csv")
+    measured = read_runs(measured_path, MEASUREMENT_COLUMNS, numeric=MEASUREMENT_COLUMNS[1:])  # checked before any work
     x, y = load_mnist("mnist", train=True, data_dir=args.data_dir)
     if args.quick:
         x, y, hidden, checkpoints, args.repeats = x[:500], y[:500], [32], [1, 2], 8
@@ -112,10 +121,6 @@ def main(argv=None):
     pyro.set_rng_seed(args.seed)
     model = BayesianNeuralNetwork(MLP(784, hidden, 10).to(device), NormalPrior(1.0), Categorical(len(x)))
     guide = MeanFieldNormalGuide(model, init_scale=args.init_scale)
-    checkpoint = args.checkpoint or Path(tempfile.mkdtemp()) / "local_reparam_variance.ckpt"
-    # measurements live beside the checkpoint, so a resumed run keeps those of earlier epochs
-    measured_path = checkpoint.with_name(checkpoint.name + ".variances.csv")
-    measured = pd.read_csv(measured_path) if measured_path.exists() else pd.DataFrame(columns=MEASUREMENT_COLUMNS)
     for epoch in checkpoints:
         if epoch in set(measured.epoch):
             continue
@@ -131,7 +136,7 @@ def main(argv=None):
         rows = [{"estimator": estimator, "epoch": epoch, "var_top": var_top, "var_bottom": var_bottom, "seconds_per_estimate": seconds}
                 for estimator, (var_top, var_bottom, seconds) in variances.items()]
         measured = pd.concat([measured, pd.DataFrame(rows)], ignore_index=True)
-        measured.to_csv(measured_path, index=False)
+        atomic.write_csv(measured, measured_path)
     long = measured[measured.epoch.isin(checkpoints)]
     table = long.pivot(index="estimator", columns="epoch", values=["var_top", "var_bottom"])
     table.columns = [f"{'top' if a == 'var_top' else 'bottom'} layer, epoch {e}" for a, e in table.columns]

@@ -36,10 +36,11 @@ import pandas as pd
 import pyro
 import torch
 
-from pyrozoo import metrics
-from pyrozoo.cli import add_common_arguments, device_from_args, positive_float, positive_int, run_main
+from pyrozoo import atomic, metrics
+from pyrozoo.cli import add_common_arguments, device_from_args, name_list, positive_float, positive_int, run_main
 from pyrozoo.data import TensorBatches, load_cifar10
 from pyrozoo.data.cifar import MEAN, STD
+from pyrozoo.experiments import read_runs
 from pyrozoo.inference.pruning import MagnitudePruning, layer_sparsity_for_overall, sparsity_of
 from pyrozoo.inference.sgmcmc import SGHMC, model_output
 from pyrozoo.inference.sgmcmc_sa import StochasticApproximation
@@ -47,6 +48,7 @@ from pyrozoo.inference.step_sizes import Geometric, PiecewiseConstant, Polynomia
 from pyrozoo.models import BayesianNeuralNetwork, Categorical, NormalPrior, ResNet20
 from pyrozoo.models.spike_and_slab import SpikeAndSlabPrior
 from pyrozoo.reporting import save_table, to_markdown
+from pyrozoo.serialization import load_state, save_state
 from pyrozoo.utils import set_seed
 
 METHODS = ("a-sghmc", "a-sghmc-em", "sghmc-sa", "a-sghmc-sa")
@@ -120,7 +122,7 @@ def pretrain(data, args, device, run_dir):
     """Stage 1: the dense network (saved as ``pretrained.pt`` and reused)."""
     path = run_dir / "pretrained.pt"
     if path.exists():
-        return torch.load(path, map_location=device, weights_only=True)
+        return load_state(path, map_location=device)
     x, y, x_test, y_test = data
     set_seed(args.seed)
     net = ResNet20().to(device)
@@ -130,7 +132,7 @@ def pretrain(data, args, device, run_dir):
     sampler.run(batches, epochs=args.pretrain_epochs, seed=args.seed, checkpoint=run_dir / "pretrain_checkpoint.pt", progress=not args.no_progress)
     state = {"values": sampler.values(), "buffers": {k: v.clone() for k, v in net.named_buffers()}}
     print(f"pretrained dense ResNet-20: test accuracy {accuracy(model, state['values'], x_test, y_test):.2f}%", flush=True)
-    torch.save(state, path)
+    save_state(state, path)
     return state
 
 
@@ -159,39 +161,34 @@ def finetune(method, pretrained, data, args, device, run_dir):
     tau = Geometric(args.tau, 1.005, every=steps_per_epoch) if method.startswith("a-") else args.tau
     sampler = SGHMC(model, lr=lr_schedule(args.lr, args.epochs, steps_per_epoch), momentum=0.9, inverse_temperature=tau, adaptations=adaptations)
     history = sampler.run(batches, epochs=args.epochs, seed=args.seed, checkpoint=run_dir / f"{method}_checkpoint.pt", progress=not args.no_progress)
-    history.to_csv(run_dir / f"{method}_history.csv", index=False)
+    atomic.write_csv(history, run_dir / f"{method}_history.csv")
     values = sampler.values()
     return {"accuracy": accuracy(model, values, x_test, y_test), "sparsity": sparsity_of(values), "sigma": float(prior.state.sigma)}
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--method", default="a-sghmc-sa", help=f"one of {', '.join(METHODS)}, a comma-separated list or 'all'")
+    parser.add_argument("--method", type=name_list, default="a-sghmc-sa", help=f"one of {', '.join(METHODS)}, a comma-separated list or 'all'")
     parser.add_argument("--sparsity", type=float, default=0.9, choices=sorted(PRIOR_BY_SPARSITY), help="target sparsity S of the whole network")
     parser.add_argument("--pretrain-epochs", type=positive_int, default=1000)
     parser.add_argument("--epochs", type=positive_int, default=1000, help="sparse fine-tuning epochs")
     parser.add_argument("--batch-size", type=positive_int, default=1000)
     parser.add_argument("--pretrain-lr", type=positive_float, default=2e-6)
-    parser.add_argument("--pretrain-tau", type=float, default=20000.0)
+    parser.add_argument("--pretrain-tau", type=positive_float, default=20000.0)
     parser.add_argument("--lr", type=positive_float, default=2e-9)
-    parser.add_argument("--tau", type=float, default=1000.0, help="initial inverse temperature of fine-tuning")
-    parser.add_argument("--gaussian-scale", type=float, default=0.2, help="prior sd of the non-sparse parameters")
+    parser.add_argument("--tau", type=positive_float, default=1000.0, help="initial inverse temperature of fine-tuning")
+    parser.add_argument("--gaussian-scale", type=positive_float, default=0.2, help="prior sd of the non-sparse parameters")
     parser.add_argument("--synthetic", action="store_true", help="random tensors of CIFAR-10's shape instead of CIFAR-10")
     parser.add_argument("--run-dir", type=Path, default=Path("runs") / "resnet_compression")
     parser.add_argument("--out", type=Path, default=None, help="per-run CSV (default <results-dir>/resnet_compression.csv)")
     add_common_arguments(parser)
     args = parser.parse_args(argv)
-    args.methods = list(METHODS) if args.method == "all" else [m.strip() for m in args.method.split(",")]
+    args.methods = list(METHODS) if args.method == ["all"] else args.method
     bad = [m for m in args.methods if m not in METHODS]
     if bad:
         parser.error(f"unknown method(s) {bad}; choose from {', '.join(METHODS)}")
-    for name in ("pretrain_lr", "lr", "tau", "pretrain_tau", "gaussian_scale"):
-        if not getattr(args, name) > 0:
-            parser.error(f"--{name.replace('_', '-')} must be positive")
     if args.quick:
         args.synthetic, args.pretrain_epochs, args.epochs, args.batch_size = True, 1, 2, 64
-    if min(args.epochs, args.pretrain_epochs, args.batch_size) < 1:
-        parser.error("epochs and batch size must be >= 1")
     return args
 
 
@@ -200,13 +197,13 @@ def main(argv=None):
     device = device_from_args(args)
     pyro.enable_validation(False)
     tag = ("quick-" if args.quick else "") + ("synthetic-" if args.synthetic else "") + f"seed{args.seed}"
+    stem = "resnet_compression" + ("_quick" if args.quick else "")
+    out = args.out or args.results_dir / f"{stem}.csv"
+    # the rows of earlier calls are kept: checked before any work, never half-read
+    rows = read_runs(out, COLUMNS, numeric=COLUMNS[1:]).to_dict("records")
     data = load_data(args, device)
     run_dir = args.run_dir / tag
     run_dir.mkdir(parents=True, exist_ok=True)
-    stem = "resnet_compression" + ("_quick" if args.quick else "")
-    out = args.out or args.results_dir / f"{stem}.csv"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    rows = pd.read_csv(out).to_dict("records") if out.exists() else []
     pretrained = pretrain(data, args, device, run_dir)
     for method in args.methods:
         t0 = time.perf_counter()
@@ -214,7 +211,7 @@ def main(argv=None):
         row = {"method": method, "target_sparsity": args.sparsity, "seed": args.seed, "pretrain_epochs": args.pretrain_epochs, "epochs": args.epochs, **result, "train_seconds": time.perf_counter() - t0}
         rows.append(row)
         print(f"{method:11s} S={args.sparsity}: accuracy {row['accuracy']:.2f}%  sparsity {row['sparsity']:.4f}", flush=True)
-        pd.DataFrame(rows, columns=COLUMNS).to_csv(out, index=False)
+        atomic.write_csv(pd.DataFrame(rows, columns=COLUMNS), out)
     table = pd.DataFrame(rows, columns=COLUMNS)
     table["published_accuracy"] = [PUBLISHED[m].get(s, math.nan) for m, s in zip(table.method, table.target_sparsity)]
     notes = (

@@ -33,18 +33,31 @@ def set_seed(seed: int) -> None:
 
 
 def parse_int_ranges(spec: str) -> List[int]:
-    """``"0-4"`` or ``"0,3,5-7"`` -> ``[0, 1, 2, 3, 4]`` / ``[0, 3, 5, 6, 7]`` (command-line seeds, splits)."""
+    """``"0-4"`` or ``"0,3,5-7"`` -> ``[0, 1, 2, 3, 4]`` / ``[0, 3, 5, 6, 7]`` (command-line seeds, splits).
+
+    Values are integers >= 0. A range that runs backwards (``"5-2"``) and a spec that selects
+    nothing (``""``, ``" , "``) are errors (``ValueError`` naming the spec): a run that would
+    run nothing is a mistake, never an empty result."""
     out = []
     for part in str(spec).split(","):
         part = part.strip()
+        if not part:
+            continue
+        first, dash, last = part.partition("-")
         try:
-            if "-" in part:
-                a, b = part.split("-", 1)
-                out.extend(range(int(a), int(b) + 1))
-            elif part:
-                out.append(int(part))
+            a = int(first)
+            b = int(last) if dash else a
         except ValueError:
+            if first.strip() == "" and dash:  # "-1", "-3-2": a negative number
+                raise ValueError(f"{spec!r}: negative values are not allowed (integers >= 0, ranges such as 0-4 or 0,3,5-7)") from None
             raise ValueError(f"{spec!r} is not a list of integers and ranges such as 0-4 or 0,3,5-7") from None
+        if b < 0:  # "0--1"
+            raise ValueError(f"{spec!r}: negative values are not allowed (integers >= 0, ranges such as 0-4 or 0,3,5-7)")
+        if b < a:
+            raise ValueError(f"{spec!r}: the range {part!r} runs backwards (write {b}-{a})")
+        out.extend(range(a, b + 1))
+    if not out:
+        raise ValueError(f"{spec!r} selects nothing: give integers and ranges such as 0-4 or 0,3,5-7")
     return out
 
 
@@ -60,3 +73,19 @@ def evaluation_mode(module: torch.nn.Module) -> Iterator[torch.nn.Module]:
     finally:
         for m, training in modes.items():
             m.train(training)
+
+
+def rng_states() -> dict:
+    """Every generator a run draws from (Python, NumPy, torch, CUDA), for checkpoints."""
+    states = {"pyro": pyro.util.get_rng_state()}
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def set_rng_states(states: dict) -> None:
+    """Restores :func:`rng_states`; the states may have been loaded onto any device."""
+    pyro_states = dict(states["pyro"], torch=states["pyro"]["torch"].cpu())
+    pyro.util.set_rng_state(pyro_states)
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([s.cpu() for s in states["cuda"]])

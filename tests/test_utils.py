@@ -26,7 +26,7 @@ def test_evaluation_mode_freezes_batch_statistics_and_restores_each_modules_mode
     assert [m.training for m in net] == [True, True, False]
 
 
-@pytest.mark.parametrize("spec, expected", [("0-4", [0, 1, 2, 3, 4]), ("0,3,5-7", [0, 3, 5, 6, 7]), ("2", [2]), ("", [])])
+@pytest.mark.parametrize("spec, expected", [("0-4", [0, 1, 2, 3, 4]), ("0,3,5-7", [0, 3, 5, 6, 7]), ("2", [2]), (" 1 - 3 ,", [1, 2, 3]), ("4-4", [4])])
 def test_parse_int_ranges(spec, expected):
     from pyrozoo.utils import parse_int_ranges
 
@@ -39,3 +39,24 @@ def test_parse_int_ranges_names_the_bad_spec(spec):
 
     with pytest.raises(ValueError, match="ranges such as 0-4"):
         parse_int_ranges(spec)
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("5-2", "'5-2' runs backwards"),  # a reversed range ran nothing and replaced a summary with an empty table
+        ("0,7-3", "'7-3' runs backwards"),
+        ("", "selects nothing"),
+        (" , ", "selects nothing"),
+        ("-1", "negative values"),
+        ("0--2", "negative values"),
+    ],
+)
+def test_parse_int_ranges_rejects_empty_reversed_and_negative_specs(spec, message):
+    """A spec that would run nothing (or a backwards range, read as nothing) is an error
+    naming it, so no script can turn it into an empty run that overwrites its tables."""
+    from pyrozoo.utils import parse_int_ranges
+
+    with pytest.raises(ValueError, match=message) as info:
+        parse_int_ranges(spec)
+    assert repr(spec) in str(info.value) and "\n" not in str(info.value)

@@ -57,4 +57,5 @@ class TensorBatches:
         return {"generator": self.generator.get_state()}
 
     def load_state_dict(self, state: dict) -> None:
-        self.generator.set_state(state["generator"])
+        # the shuffling generator is a CPU one, whichever device a checkpoint was loaded to
+        self.generator.set_state(state["generator"].cpu())

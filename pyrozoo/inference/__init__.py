@@ -1,9 +1,11 @@
-"""Inference: objectives (closed-form-KL ELBO, SIVI/DSIVI), KL schedules, the training loop,
+"""Inference: objectives (closed-form-KL ELBO, SIVI/DSIVI), KL schedules, the training loop
+(and the epoch loop core it shares with the samplers),
 prediction, and stochastic-gradient MCMC samplers (SGLD, SGHMC, SG-MCMC-SA)."""
 
 from pyrozoo.inference.elbo import ClosedFormKL_ELBO
 from pyrozoo.inference.prediction import evaluate, posterior_samples, predict
 from pyrozoo.inference.schedules import BlundellKLReweighting, ConstantKL, KLSchedule, LinearKLWarmup
+from pyrozoo.inference.loop import EpochLoop
 from pyrozoo.inference.training import collect_parameters, default_optimizer, fit, training_step
 from pyrozoo.inference.dsivi import DSIVI_ELBO, SIVI_ELBO
 from pyrozoo.inference.importance_weighted import ImportanceWeighted_ELBO, Renyi_ELBO, weight_diagnostics
@@ -25,6 +27,7 @@ __all__ = [
     "training_step",
     "default_optimizer",
     "collect_parameters",
+    "EpochLoop",
     "predict",
     "posterior_samples",
     "evaluate",

@@ -10,13 +10,15 @@ guide for :func:`pyrozoo.inference.evaluate` and ``Predictive``.
 """
 
 import json
-import os
 from pathlib import Path
 from typing import Dict, Iterator, List, Union
 
 import pyro
 import pyro.distributions as dist
 import torch
+
+from pyrozoo import atomic
+from pyrozoo.serialization import load_state, save_state
 
 Sample = Dict[str, torch.Tensor]
 
@@ -80,8 +82,9 @@ class InMemorySamples(SampleSink):
 class DiskSamples(SampleSink):
     """Samples streamed to ``directory`` in shards of ``shard_size`` samples.
 
-    Each shard is a ``torch.save``'d ``{name: (s, ...) tensor}``; ``manifest.json`` lists
-    the shards in order. Both are replaced atomically, so a crash never leaves a torn file.
+    Each shard is a ``{name: (s, ...) tensor}`` written by :func:`~pyrozoo.serialization.save_state`
+    (read back as data, never unpickled code); ``manifest.json`` lists the shards in order.
+    Both are replaced atomically, so a crash never leaves a torn file.
     :meth:`flush` writes the buffered samples as a (possibly short) shard.
 
     :param directory: a new or existing sample directory (existing shards are kept and
@@ -99,21 +102,15 @@ class DiskSamples(SampleSink):
         self.shard_size = shard_size
         self._buffer: List[Sample] = []
         manifest = self.directory / self.MANIFEST
-        self._shards: List[dict] = json.loads(manifest.read_text())["shards"] if manifest.exists() else []
+        self._shards: List[dict] = _read_manifest(manifest) if manifest.exists() else []
 
     def _write_manifest(self) -> None:
-        path = self.directory / self.MANIFEST
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps({"shards": self._shards}, indent=1))
-        os.replace(tmp, path)
+        atomic.write_json(self.directory / self.MANIFEST, {"shards": self._shards})
 
     def _write_shard(self, samples: List[Sample]) -> None:
         index = len(self._shards)
         name = f"samples-{index:05d}.pt"
-        path = self.directory / name
-        tmp = path.with_suffix(".pt.tmp")
-        torch.save(_stack(samples), tmp)
-        os.replace(tmp, path)
+        save_state(_stack(samples), self.directory / name)
         self._shards.append({"file": name, "count": len(samples)})
         self._write_manifest()
 
@@ -133,7 +130,7 @@ class DiskSamples(SampleSink):
     def shards(self) -> Iterator[Sample]:
         """The written shards one at a time (bounded memory), then the buffered samples."""
         for shard in self._shards:
-            yield torch.load(self.directory / shard["file"], weights_only=True)
+            yield load_state(self.directory / shard["file"])
         if self._buffer:
             yield _stack(self._buffer)
 
@@ -155,10 +152,7 @@ class DiskSamples(SampleSink):
                 continue
             if total < keep:
                 path = self.directory / shard["file"]
-                part = {k: v[: keep - total] for k, v in torch.load(path, weights_only=True).items()}
-                tmp = path.with_suffix(".pt.tmp")
-                torch.save(part, tmp)
-                os.replace(tmp, path)
+                save_state({k: v[: keep - total] for k, v in load_state(path).items()}, path)
                 kept.append({"file": shard["file"], "count": keep - total})
                 total = keep
             else:
@@ -167,6 +161,16 @@ class DiskSamples(SampleSink):
             raise ValueError(f"{self.directory} holds {total} samples, fewer than the checkpoint's {keep}")
         self._shards = kept
         self._write_manifest()
+
+
+def _read_manifest(path: Path) -> List[dict]:
+    try:
+        shards = json.loads(path.read_text())["shards"]
+        if not all(isinstance(s["file"], str) and "/" not in s["file"] and int(s["count"]) >= 0 for s in shards):
+            raise ValueError("a shard entry is not a file name and a count")
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{path} is not a sample manifest ({e}); delete the folder to start afresh") from None
+    return shards
 
 
 class SampleGuide:

@@ -30,7 +30,6 @@ on the first step only.
 """
 
 import math
-import os
 import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -43,11 +42,11 @@ from pyro.distributions import constraints
 from pyro.distributions.transforms import biject_to
 from pyro.infer.autoguide.initialization import InitMessenger
 from pyro.poutine.util import site_is_subsample
-from tqdm.auto import tqdm
 
 from pyrozoo.data.batching import TensorBatches
 from pyrozoo.data.validation import check_finite
 from pyrozoo.guides.base import init_to_network
+from pyrozoo.inference.loop import EpochLoop
 from pyrozoo.inference.sample_storage import SampleSink
 from pyrozoo.inference.step_sizes import ScheduleLike, as_schedule, checked_value
 from pyrozoo.utils import set_seed
@@ -382,41 +381,38 @@ class StochasticGradientMCMC:
             self.setup(*first)
         self._check_minibatch_scaling(first, batches.n)
 
-        history: List[dict] = []
-        start_epoch = 0
-        checkpoint = Path(checkpoint) if checkpoint is not None else None
-        if checkpoint is not None and resume and checkpoint.exists():
-            state = torch.load(checkpoint, map_location=batches.tensors[0].device, weights_only=False)
-            self.load_state_dict(state["sampler"])
-            batches.load_state_dict(state["batches"])
+        def own_state():
             if sink is not None:
-                sink.load_state_dict(state["sink"])
-            for obj, s in zip(stateful, state["stateful"]):
-                obj.load_state_dict(s)
-            pyro.util.set_rng_state(state["rng"]["pyro"])
-            if "cuda" in state["rng"] and torch.cuda.is_available():
-                torch.cuda.set_rng_state_all(state["rng"]["cuda"])
-            start_epoch, history = state["epoch"], list(state["history"])
-
-        def save(epoch_done):
-            if checkpoint is None:
-                return
-            if sink is not None:
-                sink.flush()
-            rng = {"pyro": pyro.util.get_rng_state()}
-            if torch.cuda.is_available():
-                rng["cuda"] = torch.cuda.get_rng_state_all()
-            state = {
-                "epoch": epoch_done, "history": list(history), "sampler": self.state_dict(),
-                "batches": batches.state_dict(), "sink": sink.state_dict() if sink is not None else None,
-                "stateful": [obj.state_dict() for obj in stateful], "rng": rng,
+                sink.flush()  # the samples a checkpoint counts are on disk before it is written
+            return {
+                "sampler": self.state_dict(),
+                "sink": sink.state_dict() if sink is not None else None,
+                "stateful": [obj.state_dict() for obj in stateful],
             }
-            checkpoint.parent.mkdir(parents=True, exist_ok=True)
-            tmp = checkpoint.with_suffix(checkpoint.suffix + ".tmp")
-            torch.save(state, tmp)
-            os.replace(tmp, checkpoint)
 
-        bar = tqdm(total=total_steps, initial=min(self.num_steps, total_steps), disable=not progress, desc=type(self).__name__, dynamic_ncols=True)
+        loop = EpochLoop(
+            batches,
+            epochs=total_epochs,
+            state=own_state,
+            checkpoint=checkpoint,
+            checkpoint_every=checkpoint_every,
+            resume=resume,
+            progress=progress,
+            desc=type(self).__name__,
+            monitor="log_joint",
+            monitor_label="log-joint",
+            hint="lower the step size or check the prior's hyperparameters",
+            callback=callback,
+        )
+        saved = loop.load(map_location=batches.tensors[0].device)
+        if saved is not None:
+            self.load_state_dict(saved["sampler"])
+            if sink is not None:
+                sink.load_state_dict(saved["sink"])
+            for obj, s in zip(stateful, saved["stateful"]):
+                obj.load_state_dict(s)
+        loop.restore()
+
         acc, count, t0 = None, 0, time.perf_counter()
 
         def log_row(epoch):
@@ -428,43 +424,31 @@ class StochasticGradientMCMC:
             }
             for a in self.adaptations:
                 row.update({key: float(v) for key, v in a.logging().items()})
-            if not math.isfinite(row["log_joint"]):
-                raise FloatingPointError(
-                    f"the log-joint became {row['log_joint']} by iteration {self.num_steps}: lower the step size "
-                    "or check the prior's hyperparameters"
-                )
-            history.append(row)
-            bar.update(count)
-            bar.set_postfix(log_joint=f"{row['log_joint']:.4g}")
+            loop.record(row, where=f"by iteration {self.num_steps}", advance=count)
             acc, count, t0 = None, 0, time.perf_counter()
             return row
 
+        def one_epoch(epoch):
+            nonlocal acc, count
+            for batch in batches:
+                log_joint = self.step(*batch)
+                acc = log_joint if acc is None else acc + log_joint
+                count += 1
+                k = self.num_steps
+                if k > burn_in and (k - burn_in) % thin == 0:
+                    if sink is not None:
+                        sink.append(self.recorded_values())
+                    if on_sample is not None:
+                        on_sample(self, k, self.lr(k))
+                if log_every is not None and k % log_every == 0:
+                    log_row(epoch + 1)
+                if k >= total_steps:
+                    break
+            return log_row(epoch + 1) if log_every is None or (count and self.num_steps >= total_steps) else None
+
         try:
-            for epoch in range(start_epoch, total_epochs):
-                if self.num_steps >= total_steps:
-                    break
-                for batch in batches:
-                    log_joint = self.step(*batch)
-                    acc = log_joint if acc is None else acc + log_joint
-                    count += 1
-                    k = self.num_steps
-                    if k > burn_in and (k - burn_in) % thin == 0:
-                        if sink is not None:
-                            sink.append(self.recorded_values())
-                        if on_sample is not None:
-                            on_sample(self, k, self.lr(k))
-                    if log_every is not None and k % log_every == 0:
-                        log_row(epoch + 1)
-                    if k >= total_steps:
-                        break
-                row = log_row(epoch + 1) if log_every is None or (count and self.num_steps >= total_steps) else None
-                if (epoch + 1) % checkpoint_every == 0 or epoch + 1 == total_epochs or self.num_steps >= total_steps:
-                    save(epoch + 1)
-                if callback is not None and row is not None and callback(epoch, row):
-                    save(epoch + 1)
-                    break
+            history = loop.run(one_epoch, finished=lambda: self.num_steps >= total_steps, total=total_steps, initial=min(self.num_steps, total_steps))
         finally:
-            bar.close()
             if sink is not None:
                 sink.flush()
         return pd.DataFrame(history)

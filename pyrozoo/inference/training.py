@@ -1,8 +1,6 @@
 """``fit``: stochastic variational inference with minibatches, schedules and checkpoints."""
 
-import copy
 import math
-import os
 import time
 from contextlib import ExitStack
 from pathlib import Path
@@ -13,11 +11,12 @@ import pyro
 import torch
 from pyro import poutine
 from pyro.infer.elbo import ELBO
-from tqdm.auto import tqdm
 
 from pyrozoo.data.batching import TensorBatches
 from pyrozoo.data.validation import check_finite
 from pyrozoo.inference.elbo import ClosedFormKL_ELBO
+from pyrozoo.inference.loop import EpochLoop
+from pyrozoo.inference.prediction import check_training_labels
 from pyrozoo.inference.schedules import KLSchedule
 from pyrozoo.poutine import flipout, latent_scale, local_reparameterization, weights_per_example
 from pyrozoo.utils import resolve_device, set_seed
@@ -73,12 +72,6 @@ def training_step(model, guide, objective: ELBO, optimizer: torch.optim.Optimize
         torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
     optimizer.step()
     return loss.detach()
-
-
-def _atomic_save(obj, path: Path) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
 
 
 def fit(
@@ -140,6 +133,8 @@ def fit(
         raise ValueError(f"estimator must be one of 'local', 'flipout', 'per-example' or None, got {estimator!r}")
     if checkpoint_every < 1:
         raise ValueError("checkpoint_every must be >= 1")
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0 < lr < math.inf:
+        raise ValueError(f"lr must be a finite number > 0, got {lr!r}")
     objective = objective if objective is not None else ClosedFormKL_ELBO()
     device = resolve_device(device, model)
     if seed is not None:
@@ -171,103 +166,51 @@ def fit(
             guide(*first)  # creates the guide's parameters from a trace of the model
     if isinstance(guide, torch.nn.Module):
         guide.to(device)
-    history = []
-    start_epoch = 0
-    checkpoint = Path(checkpoint) if checkpoint is not None else None
-    state = None
-    if checkpoint is not None and resume and checkpoint.exists():
-        state = torch.load(checkpoint, map_location=device, weights_only=False)
-        # RNG and generator states must be CPU byte tensors whatever the training device
-        state["rng"] = _to_cpu(state["rng"])
-        state["batches"] = _to_cpu(state["batches"])
-        _load_modules(state, model, guide)
-        start_epoch, history = state["epoch"], state["history"]
+    check_training_labels(model, *batches.tensors[:2])
+    loop = EpochLoop(
+        batches,
+        epochs=epochs,
+        state=lambda: _state(model, guide, opt),
+        checkpoint=checkpoint,
+        checkpoint_every=checkpoint_every,
+        resume=resume,
+        progress=progress,
+        desc="fit",
+        monitor="loss",
+        hint="lower the learning rate, clip gradients (max_grad_norm) or check the data and the prior's hyperparameters",
+        callback=callback,
+        snapshot_on_interrupt=True,  # never the half-updated parameters of an interrupted epoch
+    )
+    saved = loop.load(map_location=device)
+    if saved is not None:
+        _load_modules(saved, model, guide)
     params = collect_parameters(model, guide, objective, first)
     opt = (optimizer or (lambda p: default_optimizer(p, lr)))(params)
     base_lrs = [group["lr"] for group in opt.param_groups]
-    if state is not None:
-        opt.load_state_dict(state["optimizer"])
-        batches.load_state_dict(state["batches"])
-        _set_rng_states(state["rng"])
-
-    # the last completed epoch's state while the file on disk is older (checkpoint_every > 1):
-    # an interrupt saves it, never the half-updated parameters of the epoch it cut short
-    snapshot = None
-
-    def save(epoch, state=None):
-        nonlocal snapshot
-        if checkpoint is None:
-            return
-        checkpoint.parent.mkdir(parents=True, exist_ok=True)
-        _atomic_save(state if state is not None else _state(epoch, history, model, guide, opt, batches), checkpoint)
-        snapshot = None
-
+    if saved is not None:
+        opt.load_state_dict(saved["optimizer"])
+    loop.restore()
     num_batches = len(batches)
-    epoch = start_epoch
-    bar = tqdm(range(start_epoch, epochs), initial=start_epoch, total=epochs, disable=not progress, desc="fit", dynamic_ncols=True)
-    try:
-        for epoch in bar:
-            if lr_schedule is not None:
-                factor = float(lr_schedule(epoch))
-                for group, base in zip(opt.param_groups, base_lrs):
-                    group["lr"] = base * factor
-            t0 = time.perf_counter()
-            total = torch.zeros((), device=device)
-            kl_scale = 1.0
-            for b, batch in enumerate(batches):
-                kl_scale = kl_schedule(epoch, b, num_batches) if kl_schedule is not None else 1.0
-                total += training_step(model, guide, objective, opt, batch, kl_scale=kl_scale, estimator=estimator, params=params, max_grad_norm=max_grad_norm)
-            mean_loss = total.item() / num_batches
-            if not math.isfinite(mean_loss):
-                raise FloatingPointError(
-                    f"the loss became {mean_loss} in epoch {epoch}: lower the learning rate, clip gradients "
-                    "(max_grad_norm) or check the data and the prior's hyperparameters"
-                )
-            row = {"epoch": epoch + 1, "loss": mean_loss, "kl_scale": kl_scale, "lr": opt.param_groups[0]["lr"], "seconds": time.perf_counter() - t0}
-            # objectives that record diagnostics (e.g. the importance-weighted ones' ESS): last step's values
-            row.update({k: float(v) for k, v in getattr(objective, "diagnostics", {}).items()})
-            history.append(row)
-            bar.set_postfix(loss=f"{mean_loss:.4g}")
-            if (epoch + 1) % checkpoint_every == 0 or epoch + 1 == epochs:
-                save(epoch + 1)
-            elif checkpoint is not None:
-                snapshot = copy.deepcopy(_state(epoch + 1, history, model, guide, opt, batches))
-            if callback is not None and callback(epoch, row):
-                save(epoch + 1)
-                break
-    except KeyboardInterrupt:
-        bar.close()
-        if snapshot is not None:
-            save(snapshot["epoch"], snapshot)
-        raise
-    finally:
-        bar.close()
+
+    def one_epoch(epoch):
+        if lr_schedule is not None:
+            factor = float(lr_schedule(epoch))
+            for group, base in zip(opt.param_groups, base_lrs):
+                group["lr"] = base * factor
+        t0 = time.perf_counter()
+        total = torch.zeros((), device=device)
+        kl_scale = 1.0
+        for b, batch in enumerate(batches):
+            kl_scale = kl_schedule(epoch, b, num_batches) if kl_schedule is not None else 1.0
+            total += training_step(model, guide, objective, opt, batch, kl_scale=kl_scale, estimator=estimator, params=params, max_grad_norm=max_grad_norm)
+        row = {"epoch": epoch + 1, "loss": total.item() / num_batches, "kl_scale": kl_scale, "lr": opt.param_groups[0]["lr"], "seconds": time.perf_counter() - t0}
+        # objectives that record diagnostics (e.g. the importance-weighted ones' ESS): last step's values
+        row.update({k: float(v) for k, v in getattr(objective, "diagnostics", {}).items()})
+        return loop.record(row, where=f"in epoch {epoch}")
+
+    history = loop.run(one_epoch)
     columns = ["epoch", "loss", "kl_scale", "lr", "seconds"]
     return pd.DataFrame(history, columns=columns + [k for k in (history[-1] if history else {}) if k not in columns])
-
-
-def _rng_states() -> dict:
-    states = {"pyro": pyro.util.get_rng_state()}
-    if torch.cuda.is_available():
-        states["cuda"] = torch.cuda.get_rng_state_all()
-    return states
-
-
-def _to_cpu(obj):
-    """``obj`` with every tensor inside (dicts, lists, tuples) on the CPU."""
-    if torch.is_tensor(obj):
-        return obj.cpu()
-    if isinstance(obj, dict):
-        return {k: _to_cpu(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_to_cpu(v) for v in obj)
-    return obj
-
-
-def _set_rng_states(states: dict) -> None:
-    pyro.util.set_rng_state(states["pyro"])
-    if "cuda" in states and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(states["cuda"])
 
 
 def _module_param_ids(*modules) -> set:
@@ -283,16 +226,13 @@ def _store_state_without(module_ids: set) -> dict:
     return {"params": {k: state["params"][k] for k in keep}, "constraints": {k: state["constraints"][k] for k in keep}}
 
 
-def _state(epoch, history, model, guide, opt, batches) -> dict:
+def _state(model, guide, opt) -> dict:
+    """fit's own checkpoint entries (the loop adds epoch, history, batch order and random states)."""
     return {
-        "epoch": epoch,
-        "history": list(history),
         "model": model.state_dict() if isinstance(model, torch.nn.Module) else None,
         "guide": guide.state_dict() if isinstance(guide, torch.nn.Module) else None,
         "param_store": _store_state_without(_module_param_ids(model, guide)),
         "optimizer": opt.state_dict(),
-        "batches": batches.state_dict(),
-        "rng": _rng_states(),
     }
 
 

@@ -7,6 +7,7 @@ import torch
 from pyrozoo.data import TensorBatches
 from pyrozoo.guides import DeltaGuide, MeanFieldNormalGuide
 from pyrozoo.inference import BlundellKLReweighting, LinearKLWarmup, fit
+from pyrozoo.serialization import load_state
 from tests.inference.cases import small_bnn
 
 
@@ -70,7 +71,7 @@ def test_interrupt_saves_a_checkpoint_and_resume_finishes_identically(tmp_path):
     model, guide = _setup()
     with pytest.raises(KeyboardInterrupt):
         fit(model, guide, data, epochs=5, batch_size=16, seed=4, progress=False, checkpoint=ckpt, checkpoint_every=100, callback=interrupt)
-    assert ckpt.exists() and torch.load(ckpt, weights_only=False)["epoch"] == 3
+    assert ckpt.exists() and load_state(ckpt)["epoch"] == 3
     model, guide = _setup(seed=7)
     fit(model, guide, data, epochs=5, batch_size=16, seed=4, progress=False, checkpoint=ckpt)
     for a, b in zip(straight, _state(model, guide)):
@@ -96,7 +97,7 @@ def test_an_interrupt_mid_epoch_resumes_from_the_epochs_start(tmp_path, checkpoi
     model, guide = _setup()
     with pytest.raises(KeyboardInterrupt):
         fit(model, guide, data, epochs=5, batch_size=16, seed=4, progress=False, checkpoint=ckpt, checkpoint_every=checkpoint_every, kl_schedule=interrupt_mid_epoch)
-    saved = torch.load(ckpt, weights_only=False)
+    saved = load_state(ckpt)
     assert saved["epoch"] == 2 and len(saved["history"]) == 2
     # Adam has taken exactly the two completed epochs' steps (4 batches each), not the partial ones
     assert all(int(v["step"]) == 8 for v in saved["optimizer"]["state"].values())
@@ -140,7 +141,8 @@ def test_bad_data_raises_clear_errors(data, error, match):
 
 @pytest.mark.parametrize(
     "kwargs,match",
-    [({"epochs": -1}, "epochs"), ({"epochs": 1, "estimator": "lrt"}, "estimator"), ({"epochs": 1, "checkpoint_every": 0}, "checkpoint_every"), ({"epochs": 1, "batch_size": 0}, "batch_size")],
+    [({"epochs": -1}, "epochs"), ({"epochs": 1, "estimator": "lrt"}, "estimator"), ({"epochs": 1, "checkpoint_every": 0}, "checkpoint_every"), ({"epochs": 1, "batch_size": 0}, "batch_size"),
+     ({"epochs": 1, "lr": 0.0}, "lr"), ({"epochs": 1, "lr": -1e-3}, "lr"), ({"epochs": 1, "lr": float("nan")}, "lr"), ({"epochs": 1, "lr": float("inf")}, "lr")],
 )
 def test_bad_arguments_raise(kwargs, match):
     model, guide = _setup()
@@ -161,3 +163,16 @@ def test_cuda_request_without_cuda_is_an_error():
     model, guide = _setup()
     with pytest.raises(RuntimeError, match="CUDA is not available"):
         fit(model, guide, _data(), epochs=1, device="cuda", progress=False)
+
+
+@pytest.mark.parametrize("bad_label", [3, -1])
+def test_labels_outside_the_classifier_range_are_named_before_training(bad_label):
+    from pyrozoo.guides import SparseVariationalDropoutGuide
+    from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical, LogUniformPrior
+
+    x, y = torch.randn(40, 4), torch.randint(0, 3, (40,))
+    y[7] = bad_label
+    model = BayesianNeuralNetwork(MLP(4, [6], 3), LogUniformPrior(), Categorical(40))  # improper: never drawn from
+    guide = SparseVariationalDropoutGuide(model)
+    with pytest.raises(ValueError, match=rf"label\(s\) \[{bad_label}\].*0\.\.2"):
+        fit(model, guide, (x, y), epochs=1, progress=False)
