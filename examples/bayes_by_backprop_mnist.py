@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 import pyro
 
-from pyrozoo.cli import add_common_arguments, device_from_args, float_list, positive_float, positive_int, run_main
+from pyrozoo.cli import add_common_arguments, device_from_args, finite_float, non_negative_float_list, positive_float, positive_int, probability, run_main
 from pyrozoo.compression.graves import pruning_curve
 from pyrozoo.data import load_mnist
 from pyrozoo.guides import MeanFieldNormalGuide
@@ -40,19 +40,17 @@ def main(argv=None):
     parser.add_argument("--epochs", type=positive_int, default=50)
     parser.add_argument("--batch-size", type=positive_int, default=128)
     parser.add_argument("--lr", type=positive_float, default=1e-3)
-    parser.add_argument("--pi", type=float, default=0.5, help="weight of the wide mixture component")
-    parser.add_argument("--log-sigma1", type=float, default=0.0, help="-log sigma1 (wide component)")
-    parser.add_argument("--log-sigma2", type=float, default=6.0, help="-log sigma2 (narrow component)")
-    parser.add_argument("--init-scale", type=float, default=math.log1p(math.exp(-5.0)), help="initial posterior sd (softplus(-5) as in the paper)")
+    parser.add_argument("--pi", type=probability, default=0.5, help="weight of the wide mixture component, in [0, 1]")
+    parser.add_argument("--log-sigma1", type=finite_float, default=0.0, help="-log sigma1 (wide component)")
+    parser.add_argument("--log-sigma2", type=finite_float, default=6.0, help="-log sigma2 (narrow component)")
+    parser.add_argument("--init-scale", type=positive_float, default=math.log1p(math.exp(-5.0)), help="initial posterior sd (softplus(-5) as in the paper)")
     parser.add_argument("--kl-weights", choices=["uniform", "blundell"], default="blundell", help="minibatch KL weighting (eq. 9)")
     parser.add_argument("--estimator", choices=["weights", "local"], default="weights", help="one weight sample per minibatch, or local reparameterization")
     parser.add_argument("--num-samples", type=positive_int, default=20, help="posterior draws for the predictive")
-    parser.add_argument("--thresholds", type=float_list, default="0.5,1,1.5,2,3", help="|mu/sigma| pruning thresholds")
+    parser.add_argument("--thresholds", type=non_negative_float_list, default="0.5,1,1.5,2,3", help="|mu/sigma| pruning thresholds")
     parser.add_argument("--checkpoint", type=Path, default=None, help="training checkpoint (resumed if present)")
     add_common_arguments(parser)
     args = parser.parse_args(argv)
-    if not (0.0 <= args.pi <= 1.0):
-        parser.error("--pi must be in [0, 1]")
     device = device_from_args(args)
     pyro.enable_validation(False)
     pyro.set_rng_seed(args.seed)

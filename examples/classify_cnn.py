@@ -48,9 +48,10 @@ import pandas as pd
 import pyro
 import torch
 
-from pyrozoo import metrics
-from pyrozoo.cli import add_common_arguments, device_from_args, positive_float, positive_int, run_main, settings_digest
+from pyrozoo import atomic, metrics
+from pyrozoo.cli import add_common_arguments, device_from_args, fraction, name_list, non_negative_int, positive_float, positive_int, run_main, settings_digest
 from pyrozoo.data import load_mnist
+from pyrozoo.experiments import read_runs
 from pyrozoo.guides import DeltaGuide
 from pyrozoo.inference import fit
 from pyrozoo.inference.posterior_averaging import StepSizeWeightedAverage, ensemble_probs
@@ -167,7 +168,7 @@ def run_sampler(method, data, args, device, run_dir):
     history = sampler.run((x, y), epochs=args.epochs, batch_size=args.batch_size, burn_in=burn_in,
                           thin=args.thin, sink=sink, on_sample=on_sample, stateful=[average], seed=args.seed, device=device,
                           checkpoint=run_dir / "checkpoint.pt", progress=not args.no_progress)
-    history.to_csv(run_dir / "history.csv", index=False)
+    atomic.write_csv(history, run_dir / "history.csv")
     if average.count == 0:
         if args.burn_in_epochs is not None:
             return None, None  # the first legs of a longer run: the chain is checkpointed, nothing averaged yet
@@ -224,23 +225,23 @@ def plot_fgsm(table, results_dir, stem):
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--method", default="sghmc-sa", help=f"one of {', '.join(METHODS)}, a comma-separated list or 'all'")
+    parser.add_argument("--method", type=name_list, default="sghmc-sa", help=f"one of {', '.join(METHODS)}, a comma-separated list or 'all'")
     parser.add_argument("--dataset", default="mnist", choices=list(DATASETS))
     parser.add_argument("--epochs", type=positive_int, default=100)
     parser.add_argument("--batch-size", type=positive_int, default=1000, help="the paper: 1000")
     parser.add_argument("--lr", type=positive_float, default=5e-7, help="sampler step size on the N/n-scaled log-joint (the paper: 5e-7)")
     parser.add_argument("--adam-lr", type=positive_float, default=1e-3)
-    parser.add_argument("--tau", type=float, default=None, help="inverse temperature (default: 1000 MNIST, 2500 Fashion-MNIST)")
+    parser.add_argument("--tau", type=positive_float, default=None, help="inverse temperature (default: 1000 MNIST, 2500 Fashion-MNIST)")
     parser.add_argument("--thin", type=positive_int, default=500, help="iterations between averaged samples (the paper: 500)")
-    parser.add_argument("--burn-in", type=float, default=0.3, help="fraction of the iterations before averaging starts")
-    parser.add_argument("--burn-in-epochs", type=int, default=None,
+    parser.add_argument("--burn-in", type=fraction, default=0.3, help="fraction of the iterations before averaging starts")
+    parser.add_argument("--burn-in-epochs", type=non_negative_int, default=None,
                         help="epochs before averaging starts (overrides --burn-in); such a run can be run in legs and extended by a larger "
                              "--epochs (a leg that ends before the first averaged sample writes no row)")
-    parser.add_argument("--v0", type=float, default=1.0)
-    parser.add_argument("--v1", type=float, default=0.1)
-    parser.add_argument("--prior-scale", type=float, default=1.0, help="sd of the Gaussian prior of the non-sparse parameters")
+    parser.add_argument("--v0", type=positive_float, default=1.0)
+    parser.add_argument("--v1", type=positive_float, default=0.1)
+    parser.add_argument("--prior-scale", type=positive_float, default=1.0, help="sd of the Gaussian prior of the non-sparse parameters")
     parser.add_argument("--fgsm", action="store_true", help="also evaluate FGSM robustness (Fig. 2)")
-    parser.add_argument("--fgsm-protocol", default="posterior",
+    parser.add_argument("--fgsm-protocol", type=name_list, default="posterior",
                         help=f"comma-separated, from {', '.join(FGSM_PROTOCOLS)}: a white-box attack on the posterior predictive, "
                              "or the authors' transfer from one network to the log-pooled ensemble (see the module docstring)")
     parser.add_argument("--fgsm-examples", type=positive_int, default=10000, help="test examples attacked")
@@ -249,22 +250,13 @@ def parse_args(argv=None):
                         help="per-run CSV (default <results-dir>/classify_cnn.csv); runs already in it are skipped; its tables and plots are written beside it")
     add_common_arguments(parser)
     args = parser.parse_args(argv)
-    args.methods = list(METHODS) if args.method == "all" else [m.strip() for m in args.method.split(",")]
+    args.methods = list(METHODS) if args.method == ["all"] else args.method
     bad = [m for m in args.methods if m not in METHODS]
     if bad:
         parser.error(f"unknown method(s) {bad}; choose from {', '.join(METHODS)}")
-    if args.epochs < 1 or args.batch_size < 1 or args.thin < 1 or not 0 <= args.burn_in < 1:
-        parser.error("need --epochs, --batch-size, --thin >= 1 and 0 <= --burn-in < 1")
-    if args.burn_in_epochs is not None and args.burn_in_epochs < 0:
-        parser.error("--burn-in-epochs must be >= 0")
-    for name in ("lr", "adam_lr", "v0", "v1", "prior_scale"):
-        if not getattr(args, name) > 0:
-            parser.error(f"--{name.replace('_', '-')} must be positive")
-    if args.tau is not None and not args.tau > 0:
-        parser.error("--tau must be positive")
-    args.fgsm_protocols = [p.strip() for p in args.fgsm_protocol.split(",") if p.strip()]
-    if not args.fgsm_protocols or any(p not in FGSM_PROTOCOLS for p in args.fgsm_protocols):
-        parser.error(f"--fgsm-protocol takes a comma-separated list from {', '.join(FGSM_PROTOCOLS)}, got {args.fgsm_protocol!r}")
+    args.fgsm_protocols = args.fgsm_protocol
+    if any(p not in FGSM_PROTOCOLS for p in args.fgsm_protocols):
+        parser.error(f"--fgsm-protocol takes a comma-separated list from {', '.join(FGSM_PROTOCOLS)}, got {','.join(args.fgsm_protocol)!r}")
     changed = [(k, getattr(args, k)) for k in TRAINING_SETTINGS if getattr(args, k) != parser.get_default(k)]
     args.settings_tag = "_" + settings_digest(changed) if changed else ""
     if args.quick:
@@ -287,7 +279,8 @@ def read_fgsm_rows(path, rows):
     take the settings of the run with that method, dataset and seed in ``rows``."""
     if not path.exists():
         return []
-    table = pd.read_csv(path)
+    # the curve's key and numbers must be there; thin and burn-in are blank for a point estimate
+    table = read_runs(path, ["method", "dataset", "seed", "epsilon", "accuracy"], numeric=["seed", "epsilon", "accuracy"])
     if "protocol" not in table:
         runs = pd.DataFrame(rows, columns=COLUMNS)[RUN_KEY]
         if runs.duplicated(["method", "dataset", "seed"]).any():
@@ -302,9 +295,10 @@ def main(argv=None):
     pyro.enable_validation(False)
     out = args.out or args.results_dir / f"classify_cnn{'_quick' if args.quick else ''}{args.settings_tag}.csv"
     stem, tables_dir = out.stem, out.parent
-    tables_dir.mkdir(parents=True, exist_ok=True)
     fgsm_path = out.with_name(stem + "_fgsm.csv")
-    rows = pd.read_csv(out).to_dict("records") if out.exists() else []
+    # finished runs are skipped: a row without its key or numbers is an error, never a result
+    rows = read_runs(out, COLUMNS, required=["method", "dataset", "seed", "epochs", "accuracy", "test_ll", "ece", "samples", "train_seconds"],
+                     numeric=[c for c in COLUMNS if c not in ("method", "dataset")]).to_dict("records")
     fgsm_rows = read_fgsm_rows(fgsm_path, rows)
     done = {_key(r) for r in rows}
     curves_done = {(_key(r), r["protocol"]) for r in fgsm_rows}
@@ -333,12 +327,12 @@ def main(argv=None):
             row = {**run, **result}  # the runners time every leg of the run (train_seconds)
             print(f"{method:9s} {args.dataset:8s} accuracy {row['accuracy']:.2f}%  test_ll {row['test_ll']:.4f}  ({row['samples']} sample(s), {row['train_seconds']:.0f} s)", flush=True)
             rows.append(row)
-            pd.DataFrame(rows, columns=COLUMNS).to_csv(out, index=False)
+            atomic.write_csv(pd.DataFrame(rows, columns=COLUMNS), out)
         x_test, y_test = data[2][: args.fgsm_examples], data[3][: args.fgsm_examples]
         for protocol in curves:
             curve = fgsm_curve(predictor, x_test, y_test, protocol)
             fgsm_rows.extend({**run, "protocol": protocol, **r} for r in curve.to_dict("records"))
-            pd.DataFrame(fgsm_rows, columns=FGSM_COLUMNS).to_csv(fgsm_path, index=False)
+            atomic.write_csv(pd.DataFrame(fgsm_rows, columns=FGSM_COLUMNS), fgsm_path)
             print(f"{method:9s} FGSM ({protocol}): " + ", ".join(f"{r['epsilon']:g}: {r['accuracy']:.4f}" for r in curve.to_dict("records")), flush=True)
 
     if not rows:

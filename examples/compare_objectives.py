@@ -24,36 +24,39 @@ from pathlib import Path
 
 import pyro
 
-from pyrozoo.cli import add_common_arguments, device_from_args, parse_seeds, positive_int, run_main
+from pyrozoo.data import UCI_DATASETS
+from pyrozoo.cli import add_common_arguments, device_from_args, int_ranges, name_list, parse_seeds, positive_int, positive_int_list, run_main
 from pyrozoo.experiments.compare import DEFAULT_METHODS, compare, plot_calibration, plot_metric_vs_budget, summarize
 from pyrozoo.reporting import save_figure, save_table, to_markdown
-from pyrozoo.utils import parse_int_ranges
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--methods", default=",".join(DEFAULT_METHODS), help="registry names, comma-separated")
-    parser.add_argument("--datasets", default="bostonHousing,concrete,mnist", help="UCI data sets and/or mnist, comma-separated")
-    parser.add_argument("--budgets", default="500,2000", help="gradient evaluations per run, comma-separated")
-    parser.add_argument("--seeds", default="0-2", help="UCI split indices / MNIST seeds, e.g. 0-2")
-    parser.add_argument("--uci-batch-size", type=int, default=32)
-    parser.add_argument("--mnist-batch-size", type=int, default=128)
+    parser.add_argument("--methods", type=name_list, default=",".join(DEFAULT_METHODS), help="registry names, comma-separated")
+    parser.add_argument("--datasets", type=name_list, default="bostonHousing,concrete,mnist", help="UCI data sets and/or mnist, comma-separated")
+    parser.add_argument("--budgets", type=int_ranges, default="500,2000", help="gradient evaluations per run (>= 1), comma-separated")
+    parser.add_argument("--seeds", type=parse_seeds, default="0-2", help="UCI split indices / MNIST seeds, e.g. 0-2")
+    parser.add_argument("--uci-batch-size", type=positive_int, default=32)
+    parser.add_argument("--mnist-batch-size", type=positive_int, default=128)
     parser.add_argument("--num-samples", type=positive_int, default=100, help="posterior draws for prediction")
-    parser.add_argument("--mnist-hidden", default="100", help="hidden layer sizes of the MNIST network, e.g. 300,100")
-    parser.add_argument("--mnist-train-size", type=int, default=None, help="first N training images (default: all 60000)")
+    parser.add_argument("--mnist-hidden", type=positive_int_list, default="100", help="hidden layer sizes of the MNIST network, e.g. 300,100")
+    parser.add_argument("--mnist-train-size", type=positive_int, default=None, help="first N training images (default: all 60000)")
     parser.add_argument("--out", type=Path, default=None, help="per-run CSV (default: <results-dir>/<stem>.csv)")
     parser.add_argument("--stem", default=None, help="file stem (default: compare_objectives[_quick])")
     parser.add_argument("--resume", action="store_true", help="keep the runs already in --out and skip them")
     add_common_arguments(parser)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if 0 in args.budgets:
+        parser.error(f"argument --budgets: budgets are >= 1 gradient evaluation, got {args.budgets}")
+    unknown = [d for d in args.datasets if d != "mnist" and d not in UCI_DATASETS]
+    if unknown:
+        parser.error(f"argument --datasets: unknown data set(s) {unknown}; choose from {', '.join(UCI_DATASETS)} or mnist")
+    return args
 
 
 def main(argv=None):
     args = parse_args(argv)
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
-    budgets = parse_int_ranges(args.budgets)
-    seeds = parse_seeds(args.seeds)
+    methods, datasets, budgets, seeds = args.methods, args.datasets, args.budgets, args.seeds
     mnist_test_size = None
     if args.quick:
         budgets, seeds, args.num_samples = [8, 16], [0], 10
@@ -64,7 +67,7 @@ def main(argv=None):
     runs = compare(
         methods, datasets, budgets, seeds,
         batch_size={"uci": args.uci_batch_size, "mnist": args.mnist_batch_size}, num_samples=args.num_samples,
-        mnist_hidden=[int(h) for h in args.mnist_hidden.split(",")], mnist_train_size=args.mnist_train_size, mnist_test_size=mnist_test_size,
+        mnist_hidden=args.mnist_hidden, mnist_train_size=args.mnist_train_size, mnist_test_size=mnist_test_size,
         device=device_from_args(args), data_dir=args.data_dir, out=out, resume=args.resume, progress=not args.no_progress,
     )
     summary = summarize(runs)

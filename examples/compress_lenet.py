@@ -32,8 +32,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from pyrozoo.cli import add_common_arguments, device_from_args, parse_seeds, positive_float, positive_int, run_main, settings_digest
+from pyrozoo import atomic
+from pyrozoo.cli import add_common_arguments, device_from_args, existing_file, name_list, parse_seeds, positive_float, positive_int, run_main, settings_digest
 from pyrozoo.data import load_mnist
+from pyrozoo.experiments import read_runs
 from pyrozoo.experiments.lenet import ARCHITECTURES, CSV_COLUMNS, CompressionConfig, available_methods
 from pyrozoo.reporting import save_table, to_markdown
 from pyrozoo.utils import set_seed
@@ -45,12 +47,16 @@ TABLE_COLUMNS = ["method", "arch", "source", "test_error", "compression_ratio", 
 #: select a different training checkpoint
 EVALUATION_SETTINGS = ("thresholds", "min_gap", "statistics_out", "predictive_samples")
 DEFAULT_CHECKPOINT_DIR = Path("runs") / "compress_lenet"
+#: what every run row has a value in (the others may be blank, e.g. FLOPs a method does not count)
+RUN_REQUIRED = ["method", "arch", "dataset", "seed", "test_error", "params_total", "params_kept", "compression_ratio"]
+#: what a per-run CSV must hold for the table
+SUMMARY_COLUMNS = ["method", "arch", "seed", "test_error"]
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--method", default="sparse-vd", help="method name(s), comma-separated (see --list-methods)")
-    parser.add_argument("--arch", default="lenet300", help=f"architecture(s), comma-separated: {', '.join(ARCHITECTURES)}")
+    parser.add_argument("--method", type=name_list, default="sparse-vd", help="method name(s), comma-separated (see --list-methods)")
+    parser.add_argument("--arch", type=name_list, default="lenet300", help=f"architecture(s), comma-separated: {', '.join(ARCHITECTURES)}")
     parser.add_argument("--seeds", type=parse_seeds, default=None, help="seeds, e.g. 0-2 or 0,3 (default: --seed)")
     parser.add_argument("--epochs", type=positive_int, default=None, help="training epochs (default: the method's own, 200 for the papers' recipes)")
     parser.add_argument("--batch-size", type=positive_int, default=None)
@@ -59,14 +65,24 @@ def parse_args(argv=None):
     parser.add_argument("--out", type=Path, default=None, help="CSV of one row per run (default: <results-dir>/compress_lenet_runs.csv)")
     parser.add_argument("--table-stem", default=None, help="stem of the saved table (default: compress_lenet_<methods>_<archs>)")
     parser.add_argument("--notes", default=None, help="text appended to the saved table (e.g. the settings and reductions)")
-    parser.add_argument("--summarize", type=Path, nargs="+", default=None, help="only build the table from these run CSVs")
+    parser.add_argument("--summarize", type=existing_file, nargs="+", default=None, help="only build the table from these run CSVs")
     parser.add_argument("--resume", action="store_true", help="keep the runs already in --out and skip them (an interrupted sweep continues)")
     parser.add_argument("--checkpoint-dir", type=Path, default=None,
                         help=f"per-epoch training checkpoints, one per method, architecture, seed and settings, resumed when present "
                              f"(default {DEFAULT_CHECKPOINT_DIR}, none with --quick; a 'checkpoint' in --extra takes precedence)")
     parser.add_argument("--list-methods", action="store_true")
     add_common_arguments(parser)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    try:
+        args.extra = json.loads(args.extra)
+    except json.JSONDecodeError as e:
+        parser.error(f"argument --extra: not valid JSON ({e})")
+    if not isinstance(args.extra, dict):
+        parser.error(f"argument --extra: must be a JSON object of settings, got {type(args.extra).__name__}")
+    bad = [a for a in args.arch if a not in ARCHITECTURES]
+    if bad:
+        parser.error(f"argument --arch: unknown architecture(s) {bad}; choose from {', '.join(ARCHITECTURES)}")
+    return args
 
 
 def published_rows() -> pd.DataFrame:
@@ -108,21 +124,19 @@ def main(argv=None):
             print(f"{name:16s} {m.description}")
         return None
     if args.summarize:
-        runs = pd.concat([pd.read_csv(p) for p in args.summarize], ignore_index=True)
+        runs = pd.concat([read_runs(p, SUMMARY_COLUMNS, numeric=["seed", "test_error"], missing_ok=False) for p in args.summarize], ignore_index=True)
+        if runs.empty:
+            raise ValueError(f"no runs in {', '.join(map(str, args.summarize))}: nothing to summarize")
         return _report(runs, args, args.table_stem or "compress_lenet")
-    names = [m.strip() for m in args.method.split(",") if m.strip()]
-    archs = [a.strip() for a in args.arch.split(",") if a.strip()]
+    names, archs, extra = args.method, args.arch, args.extra
     for name in names:
         if name not in methods:
             sys.exit(f"unknown method {name!r}; available: {', '.join(sorted(methods))}")
-    for arch in archs:
-        if arch not in ARCHITECTURES:
-            sys.exit(f"unknown architecture {arch!r}; choose from {', '.join(ARCHITECTURES)}")
-    try:
-        extra = json.loads(args.extra)
-    except json.JSONDecodeError as e:
-        sys.exit(f"--extra is not valid JSON: {e}")
     seeds = args.seeds or [args.seed]
+    out = args.out or (args.results_dir / "compress_lenet_runs.csv")
+    details_path = out.with_name(out.stem + "_details.csv")
+    # the finished runs (skipped with --resume), checked before any training
+    rows = read_runs(details_path, CSV_COLUMNS, required=RUN_REQUIRED, numeric=["seed", "test_error", "params_total", "params_kept", "compression_ratio"]).to_dict("records") if args.resume else []
     checkpoints = args.checkpoint_dir if args.checkpoint_dir is not None else (None if args.quick else DEFAULT_CHECKPOINT_DIR)
     device = device_from_args(args)
     train = load_mnist("mnist", train=True, data_dir=args.data_dir)
@@ -130,9 +144,6 @@ def main(argv=None):
     if args.quick:
         train = (train[0][:1000], train[1][:1000])
         test = (test[0][:500], test[1][:500])
-    out = args.out or (args.results_dir / "compress_lenet_runs.csv")
-    details_path = out.with_name(out.stem + "_details.csv")
-    rows = pd.read_csv(details_path).to_dict("records") if args.resume and details_path.exists() else []
     done = {(r["method"], r["arch"], int(r["seed"])) for r in rows}
     for name in names:
         for arch in archs:
@@ -166,9 +177,8 @@ def main(argv=None):
                 rows.append({**row, **{k: v for k, v in result.details.items() if k not in row}, "wall_seconds": time.perf_counter() - t0})
                 print(f"{name} {arch} seed {seed}: error {result.test_error:.2f}%, x{result.compression_ratio:.1f}, {result.pruned_architecture}", flush=True)
                 runs = pd.DataFrame(rows)
-                out.parent.mkdir(parents=True, exist_ok=True)
-                runs[CSV_COLUMNS].to_csv(out, index=False)
-                runs.to_csv(details_path, index=False)
+                atomic.write_csv(runs[CSV_COLUMNS], out)
+                atomic.write_csv(runs, details_path)
     runs = pd.DataFrame(rows)
     stem = args.table_stem or f"compress_lenet_{'-'.join(names)}_{'-'.join(archs)}"
     return _report(runs, args, stem)
@@ -180,7 +190,7 @@ def _report(runs: pd.DataFrame, args, stem: str) -> pd.DataFrame:
         for p in args.summarize:
             d = Path(p).with_name(Path(p).stem + "_details.csv")
             if d.exists():
-                details.append(pd.read_csv(d))
+                details.append(read_runs(d, SUMMARY_COLUMNS, numeric=["seed", "test_error"]))
         if details:
             runs = pd.concat(details, ignore_index=True)
     table = build_table(runs)

@@ -37,7 +37,8 @@ from pyro.distributions.util import scale_and_mask
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pyrozoo.cli import add_common_arguments, device_from_args, positive_float, positive_int, run_main  # noqa: E402
+from pyrozoo import atomic  # noqa: E402
+from pyrozoo.cli import add_common_arguments, device_from_args, name_list, positive_float, positive_int, run_main, split_spec  # noqa: E402
 from pyrozoo.data import UCIDataset, parse_splits  # noqa: E402
 from pyrozoo.guides import MeanFieldNormalGuide, SemiImplicitGuide  # noqa: E402
 from pyrozoo.inference import ClosedFormKL_ELBO, DSIVI_ELBO, evaluate, fit  # noqa: E402
@@ -144,13 +145,16 @@ def train(method, split, seed, args, device):
         checkpoint = args.checkpoint_dir / f"{args.dataset}_{method}_split{split.split}_K1{args.K1}_K2{args.K2}.pt"
         curve_file = checkpoint.with_suffix(".curve.json")
         if checkpoint.exists() and curve_file.exists():
-            curve.extend(json.loads(curve_file.read_text()))
+            try:
+                curve.extend(json.loads(curve_file.read_text()))
+            except json.JSONDecodeError as e:  # a file cut short is not a curve
+                raise ValueError(f"{curve_file} is not a complete curve ({e}): delete it and {checkpoint} to train the run again") from None
         inner = record
 
         def record(epoch, row):
             inner(epoch, row)
             if (epoch + 1) % args.checkpoint_every == 0:  # in step with the checkpoint just saved
-                curve_file.write_text(json.dumps(curve))
+                atomic.write_text(curve_file, json.dumps(curve))
 
     history = fit(
         model, guide, (x, y), epochs=args.epochs, objective=objective, batch_size=args.batch_size, lr=args.lr, device=device,
@@ -169,36 +173,36 @@ def train(method, split, seed, args, device):
 def main(argv=None):
     parser = add_common_arguments(argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter))
     parser.add_argument("--dataset", default="concrete")
-    parser.add_argument("--splits", default="0-4")
-    parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--splits", type=split_spec, default="0-4")
+    parser.add_argument("--methods", type=name_list, default=",".join(METHODS))
     parser.add_argument("--epochs", type=positive_int, default=500)
     parser.add_argument("--batch-size", type=positive_int, default=100)
     parser.add_argument("--lr", type=positive_float, default=5e-3)
     parser.add_argument("--hidden", type=positive_int, default=None, help="hidden units (default: the data set's protocol value)")
-    parser.add_argument("--gamma-shape", type=float, default=1.0, help="a of the Gamma hyperprior on the weight precision")
-    parser.add_argument("--gamma-rate", type=float, default=1.0, help="b of the Gamma hyperprior")
-    parser.add_argument("--noise-shape", type=float, default=6.0)
-    parser.add_argument("--noise-rate", type=float, default=6.0)
-    parser.add_argument("--K1", type=int, default=16, help="guide mixing draws (marginal+SI)")
-    parser.add_argument("--K2", type=int, default=16, help="prior mixing draws (training)")
-    parser.add_argument("--init-scale", type=float, default=0.01)
-    parser.add_argument("--eval-k", type=int, default=1000, help="K1 = K2 of the evaluation bounds")
-    parser.add_argument("--eval-particles", type=int, default=400)
-    parser.add_argument("--curve-every", type=int, default=25, help="epochs between marginal ELBO estimates for the plot")
-    parser.add_argument("--curve-k", type=int, default=200)
-    parser.add_argument("--curve-particles", type=int, default=20)
+    parser.add_argument("--gamma-shape", type=positive_float, default=1.0, help="a of the Gamma hyperprior on the weight precision")
+    parser.add_argument("--gamma-rate", type=positive_float, default=1.0, help="b of the Gamma hyperprior")
+    parser.add_argument("--noise-shape", type=positive_float, default=6.0)
+    parser.add_argument("--noise-rate", type=positive_float, default=6.0)
+    parser.add_argument("--K1", type=positive_int, default=16, help="guide mixing draws (marginal+SI)")
+    parser.add_argument("--K2", type=positive_int, default=16, help="prior mixing draws (training)")
+    parser.add_argument("--init-scale", type=positive_float, default=0.01)
+    parser.add_argument("--eval-k", type=positive_int, default=1000, help="K1 = K2 of the evaluation bounds")
+    parser.add_argument("--eval-particles", type=positive_int, default=400)
+    parser.add_argument("--curve-every", type=positive_int, default=25, help="epochs between marginal ELBO estimates for the plot")
+    parser.add_argument("--curve-k", type=positive_int, default=200)
+    parser.add_argument("--curve-particles", type=positive_int, default=20)
     parser.add_argument("--num-samples", type=positive_int, default=100, help="posterior samples for test metrics")
     parser.add_argument("--checkpoint-dir", type=Path, default=None, help="save every --checkpoint-every epochs and resume from there")
-    parser.add_argument("--checkpoint-every", type=int, default=50)
+    parser.add_argument("--checkpoint-every", type=positive_int, default=50)
     args = parser.parse_args(argv)
     if args.quick:
         args.splits, args.epochs, args.eval_k, args.eval_particles = "0", 4, 20, 4
         args.curve_every, args.curve_k, args.curve_particles, args.num_samples = 2, 10, 2, 10
-    device = device_from_args(args)
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    methods = args.methods
     bad = [m for m in methods if m not in METHODS]
     if bad:
         parser.error(f"unknown methods {bad}; choose from {METHODS}")
+    device = device_from_args(args)
     data = UCIDataset(args.dataset, args.data_dir)
     splits = parse_splits(args.splits, data.n_splits)
     rows, curves = [], []

@@ -30,7 +30,8 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pyrozoo.cli import add_common_arguments, device_from_args, parse_seeds, positive_float, run_main  # noqa: E402
+from pyrozoo import atomic  # noqa: E402
+from pyrozoo.cli import add_common_arguments, bounded_float, device_from_args, parse_seeds, positive_float, positive_int, positive_int_list, run_main  # noqa: E402
 from pyrozoo.distributions import ExplicitMixing, SemiImplicit  # noqa: E402
 from pyrozoo.inference import DSIVI_ELBO  # noqa: E402
 from pyrozoo.reporting import mean_and_stderr, save_figure, save_table  # noqa: E402
@@ -130,28 +131,29 @@ def fit_one(method, k, dim, seed, args, device, dtype):
 
 def main(argv=None):
     parser = add_common_arguments(argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter))
-    parser.add_argument("--dims", default="2,10,50")
-    parser.add_argument("--K", default="1,10,100,1000", help="DSIVI K1 = K2 values")
-    parser.add_argument("--seeds", default=None, help="e.g. 0-2 (default: --seed)")
-    parser.add_argument("--steps", type=int, default=2000)
-    parser.add_argument("--particles", type=int, default=16)
+    parser.add_argument("--dims", type=positive_int_list, default="2,10,50")
+    parser.add_argument("--K", type=positive_int_list, default="1,10,100,1000", help="DSIVI K1 = K2 values")
+    parser.add_argument("--seeds", type=parse_seeds, default=None, help="e.g. 0-2 (default: --seed)")
+    parser.add_argument("--steps", type=positive_int, default=2000)
+    parser.add_argument("--particles", type=positive_int, default=16)
     parser.add_argument("--lr", type=positive_float, default=0.02)
-    parser.add_argument("--df", type=float, default=3.0, help="target degrees of freedom")
-    parser.add_argument("--correlation", type=float, default=0.5, help="target correlation between dimensions")
-    parser.add_argument("--eval-every", type=int, default=100)
-    parser.add_argument("--eval-samples", type=int, default=20_000)
-    parser.add_argument("--final-samples", type=int, default=200_000)
+    parser.add_argument("--df", type=positive_float, default=3.0, help="target degrees of freedom")
+    parser.add_argument("--correlation", type=bounded_float(-1.0, 1.0, low_inclusive=False), default=0.5,
+                        help="target correlation between dimensions, in (-1/(D-1), 1) for the largest D")
+    parser.add_argument("--eval-every", type=positive_int, default=100, help="steps between KL estimates of the curve")
+    parser.add_argument("--eval-samples", type=positive_int, default=20_000)
+    parser.add_argument("--final-samples", type=positive_int, default=200_000)
     args = parser.parse_args(argv)
     if args.quick:
-        args.dims, args.K, args.steps, args.particles = "2,5", "1,10", 60, 4
+        args.dims, args.K, args.steps, args.particles = [2, 5], [1, 10], 60, 4
         args.eval_every, args.eval_samples, args.final_samples = 30, 2000, 4000
+    # an equicorrelation matrix is positive definite for correlations in (-1/(D-1), 1)
+    if max(args.dims) > 1 and args.correlation <= -1.0 / (max(args.dims) - 1):
+        parser.error(f"argument --correlation: must be > {-1.0 / (max(args.dims) - 1):.4g} for dimension {max(args.dims)}, got {args.correlation}")
     device = device_from_args(args)
     dtype = torch.float64
-    dims = [int(d) for d in args.dims.split(",")]
-    ks = [int(k) for k in args.K.split(",")]
-    if any(d < 1 for d in dims) or any(k < 1 for k in ks):
-        parser.error("dims and K must be positive")
-    seeds = parse_seeds(args.seeds) if args.seeds else [args.seed]
+    dims, ks = list(dict.fromkeys(args.dims)), list(dict.fromkeys(args.K))
+    seeds = args.seeds or [args.seed]
     rows, curves = [], []
     for dim in dims:
         for seed in seeds:
@@ -178,7 +180,7 @@ def main(argv=None):
     save_table(summary, stem, args.results_dir, title="DSIVI vs direct Monte Carlo KL on a semi-implicit toy target", notes=notes)
     save_table(runs, stem + "_runs", args.results_dir, title="DSIVI toy: every run")
     curves = pd.DataFrame(curves)
-    curves.to_csv(Path(args.results_dir) / f"{stem}_curves.csv", index=False)
+    atomic.write_csv(curves, Path(args.results_dir) / f"{stem}_curves.csv")
     plot(summary, curves, dims, stem, args.results_dir)
     return runs
 

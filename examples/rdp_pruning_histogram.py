@@ -24,13 +24,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from pyrozoo.cli import add_common_arguments, device_from_args, positive_int, run_main  # noqa: E402
+from pyrozoo.cli import add_common_arguments, device_from_args, existing_file, positive_int, run_main  # noqa: E402
 from pyrozoo.reporting import save_figure  # noqa: E402
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--statistics", type=Path, default=None, help="JSON written by the rdp compression method's statistics_out")
+    parser.add_argument("--statistics", type=existing_file, default=None, help="JSON written by the rdp compression method's statistics_out")
     parser.add_argument("--arch", default="lenet5", choices=("lenet5", "lenet300"), help="architecture when training here")
     parser.add_argument("--epochs", type=positive_int, default=None, help="training epochs when training here")
     parser.add_argument("--stem", default=None, help="file stem of the figure (default: rdp_<arch>_pruning_histogram)")
@@ -53,7 +53,18 @@ def train_and_collect(args, path: Path) -> dict:
         extra["predictive_samples"] = 0
     config = CompressionConfig(arch=args.arch, epochs=args.epochs, device=device_from_args(args), seed=args.seed, quick=args.quick, progress=not args.no_progress, extra=extra)
     available_methods()["rdp"].run(train, test, config)
-    return json.loads(path.read_text())
+    return read_statistics(path)
+
+
+def read_statistics(path: Path) -> dict:
+    """The JSON of the rdp method's ``statistics_out``; a file cut short or of another kind is an error naming it."""
+    try:
+        record = json.loads(Path(path).read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path} is not a complete statistics JSON ({e})") from None
+    if not isinstance(record, dict) or not isinstance(record.get("groupings"), dict):
+        raise ValueError(f"{path} holds no 'groupings': not a statistics file of the rdp method")
+    return record
 
 
 def plot(record: dict):
@@ -87,7 +98,7 @@ def main(argv=None):
     args = parse_args(argv)
     stem = args.stem or f"rdp_{args.arch}_pruning_histogram"
     if args.statistics is not None:
-        record = json.loads(Path(args.statistics).read_text())
+        record = read_statistics(args.statistics)
     else:
         record = train_and_collect(args, Path(args.results_dir) / f"{stem}_statistics.json")
     path = save_figure(plot(record), stem, args.results_dir)

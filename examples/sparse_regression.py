@@ -49,7 +49,9 @@ import pyro.distributions as dist
 import torch
 from torch import nn
 
-from pyrozoo.cli import add_common_arguments, device_from_args, parse_seeds, positive_float, positive_int, run_main
+from pyrozoo import atomic
+from pyrozoo.cli import add_common_arguments, device_from_args, fraction, name_list, parse_seeds, positive_float, positive_float_list, positive_int, run_main
+from pyrozoo.experiments import read_runs
 from pyrozoo.inference.posterior_averaging import StepSizeWeightedAverage
 from pyrozoo.inference.sgmcmc import SGLD
 from pyrozoo.inference.sgmcmc_sa import StochasticApproximation
@@ -240,13 +242,13 @@ def plot_posteriors(draws: pd.DataFrame, truth, results_dir: Path, stem: str, se
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--method", default="all", help="sgld-sa, sgld-em, sgld, a comma-separated list or 'all'")
-    parser.add_argument("--v0", default="0.01,0.1", help="Laplace scale factor(s), comma-separated")
-    parser.add_argument("--sigma", default="2,1", help="initial sigma(s), comma-separated")
-    parser.add_argument("--seeds", type=parse_seeds, default=parse_seeds("0-4"), help="e.g. 0-4 (a new data set and chain per seed)")
+    parser.add_argument("--method", type=name_list, default="all", help="sgld-sa, sgld-em, sgld, a comma-separated list or 'all'")
+    parser.add_argument("--v0", type=positive_float_list, default="0.01,0.1", help="Laplace scale factor(s), comma-separated")
+    parser.add_argument("--sigma", type=positive_float_list, default="2,1", help="initial sigma(s), comma-separated")
+    parser.add_argument("--seeds", type=parse_seeds, default="0-4", help="e.g. 0-4 (a new data set and chain per seed)")
     parser.add_argument("--iterations", type=positive_int, default=500000, help="SGLD iterations per run (the paper: 500,000)")
     parser.add_argument("--thin", type=positive_int, default=DEFAULT_THIN, help="thinning of the averaged samples (the authors: 100)")
-    parser.add_argument("--burn-in", type=float, default=DEFAULT_BURN_IN, help="fraction of iterations discarded (the authors: 100k of 500k)")
+    parser.add_argument("--burn-in", type=fraction, default=DEFAULT_BURN_IN, help="fraction of iterations discarded (the authors: 100k of 500k)")
     parser.add_argument("--recipe", choices=sorted(RECIPES), default="paper", help="SA step size and batch size: the paper's text (omega_k = 10 (k + 1000)^(-0.7), batch 50) or the authors' R script (omega = 0.1, full batch)")
     parser.add_argument("--batch-size", type=positive_int, default=None, help="minibatch size (default: the recipe's: 50, or the full 100 for authors-script)")
     parser.add_argument("--lr", type=positive_float, default=DEFAULT_LR, help="epsilon_k = lr * k^(-1/3)")
@@ -254,19 +256,11 @@ def parse_args(argv=None):
     parser.add_argument("--out", type=Path, default=None, help="per-run CSV (default <results-dir>/<stem>.csv, the stem naming the configuration, e.g. sparse_regression_500k.csv); existing rows are kept and their runs skipped")
     add_common_arguments(parser)
     args = parser.parse_args(argv)
-    args.methods = list(METHODS) if args.method == "all" else [m.strip() for m in args.method.split(",")]
+    args.methods = list(METHODS) if args.method == ["all"] else args.method
     bad = [m for m in args.methods if m not in METHODS]
     if bad:
         parser.error(f"unknown method(s) {bad}; choose from {', '.join(METHODS)}")
-    try:
-        args.v0s = [float(v) for v in args.v0.split(",")]
-        args.sigmas = [float(s) for s in args.sigma.split(",")]
-    except ValueError as e:
-        parser.error(f"--v0 and --sigma take comma-separated numbers ({e})")
-    if any(v <= 0 for v in args.v0s + args.sigmas):
-        parser.error("--v0 and --sigma must be positive")
-    if args.iterations < 1 or args.thin < 1 or not 0 <= args.burn_in < 1:
-        parser.error("need --iterations >= 1, --thin >= 1 and 0 <= --burn-in < 1")
+    args.v0s, args.sigmas = list(dict.fromkeys(args.v0)), list(dict.fromkeys(args.sigma))
     if args.batch_size is None:
         args.batch_size = RECIPES[args.recipe][1]
     if args.batch_size is not None and args.batch_size > NUM_TRAIN:
@@ -315,12 +309,13 @@ def main(argv=None):
     device = device_from_args(args)
     stem = results_stem(args)
     out = args.out or args.results_dir / f"{stem}.csv"
-    out.parent.mkdir(parents=True, exist_ok=True)
     draws_path = out.with_name(out.stem + "_beta_draws.csv")
-    rows = pd.read_csv(out).to_dict("records") if out.exists() else []
-    draw_rows = pd.read_csv(draws_path).to_dict("records") if draws_path.exists() and rows else []
     paths_path = out.with_name(out.stem + "_trajectories.csv")
-    path_rows = pd.read_csv(paths_path).to_dict("records") if paths_path.exists() and rows else []
+    # the finished runs (skipped), checked: an incomplete row is an error, never a result
+    rows = read_runs(out, COLUMNS, numeric=COLUMNS[1:]).to_dict("records")
+    draw_columns = ["method", "seed", "draw", "beta1", "beta2", "beta3"]
+    draw_rows = read_runs(draws_path, draw_columns, numeric=draw_columns[1:]).to_dict("records") if rows else []
+    path_rows = read_runs(paths_path, TRAJECTORY_COLUMNS, required=RUN_KEY + ["step"], numeric=TRAJECTORY_COLUMNS[1:]).to_dict("records") if rows else []
     done = {(r["method"], float(r["v0"]), float(r["sigma"]), int(r["seed"])) for r in rows}
     figure_setting = (args.v0s[-1], args.sigmas[-1], args.seeds[0])  # the paper's Fig. 1: v0 = 0.1, sigma = 1
     truth = simulate(args.seeds[0])[4][:3].tolist()
@@ -342,17 +337,17 @@ def main(argv=None):
                         (metrics, draws, _, path), reused = run_one(method, v0, sigma, seed, args, device), None
                         if path is not None:
                             path_rows.extend({"method": method, "v0": v0, "sigma": sigma, "seed": seed, **r} for r in path.to_dict("records"))
-                            pd.DataFrame(path_rows, columns=TRAJECTORY_COLUMNS).to_csv(paths_path, index=False)
+                            atomic.write_csv(pd.DataFrame(path_rows, columns=TRAJECTORY_COLUMNS), paths_path)
                     rows.append({"method": method, "v0": v0, "sigma": sigma, "seed": seed, **metrics})
                     print(f"{method:8s} v0={v0:<5g} sigma={sigma:<3g} seed={seed}  MAE {metrics['mae']:.3f}  MSE {metrics['mse']:.3f}  ({reused or f'{time.perf_counter() - t0:.0f} s'})", flush=True)
                     if reused:
-                        pd.DataFrame(rows, columns=COLUMNS).to_csv(out, index=False)
+                        atomic.write_csv(pd.DataFrame(rows, columns=COLUMNS), out)
                         continue
                     if (v0, sigma, seed) == figure_setting:
                         draw_rows.extend({"method": method, "seed": seed, "draw": i, "beta1": float(d[0]), "beta2": float(d[1]), "beta3": float(d[2])} for i, d in enumerate(draws))
-                        pd.DataFrame(draw_rows).to_csv(draws_path, index=False)
+                        atomic.write_csv(pd.DataFrame(draw_rows), draws_path)
                     # after every run, so an interrupted sweep loses nothing (runs in the CSV are skipped)
-                    pd.DataFrame(rows, columns=COLUMNS).to_csv(out, index=False)
+                    atomic.write_csv(pd.DataFrame(rows, columns=COLUMNS), out)
 
     results = pd.DataFrame(rows, columns=COLUMNS)
     # the table summarises the requested sweep; the CSV keeps every run

@@ -29,8 +29,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from pyrozoo.cli import add_common_arguments, positive_int, run_main
-from pyrozoo.data import UCIDataset
+from pyrozoo.cli import add_common_arguments, name_list, non_negative_int, positive_int, run_main, split_spec
+from pyrozoo.data import UCI_DATASETS, UCIDataset, parse_splits
+from pyrozoo.experiments import read_runs
 from pyrozoo.experiments.uci import published_baselines
 from pyrozoo.reporting import mean_and_stderr, save_table, to_markdown
 
@@ -129,24 +130,37 @@ def notes(runs: pd.DataFrame, args, runs_path: Path) -> str:
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--splits", default="0-19", help="split indices (protein is capped at its 5)")
-    parser.add_argument("--datasets", default=",".join(DATASETS))
-    parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--splits", type=split_spec, default="0-19", help="split indices (protein is capped at its 5)")
+    parser.add_argument("--datasets", type=name_list, default=",".join(DATASETS))
+    parser.add_argument("--methods", type=name_list, default=",".join(METHODS))
     parser.add_argument("--epochs", type=positive_int, default=None, help="full-batch steps for every method (default: uci_importance_weighted.DEFAULTS)")
-    parser.add_argument("--protein-batch-size", type=int, default=2048, help="protein minibatch size (0: full batch, ~0.6 s a step on one CPU core)")
-    parser.add_argument("--protein-epochs", type=int, default=50, help="protein epochs (50 x 21 minibatches of 2048 ~ 1000 steps)")
+    parser.add_argument("--protein-batch-size", type=non_negative_int, default=2048, help="protein minibatch size (0: full batch, ~0.6 s a step on one CPU core)")
+    parser.add_argument("--protein-epochs", type=positive_int, default=50, help="protein epochs (50 x 21 minibatches of 2048 ~ 1000 steps)")
     parser.add_argument("--runs", type=Path, default=None, help="per-split CSV (default: <results-dir>/uci_esbo_runs.csv)")
     parser.add_argument("--no-run", action="store_true", help="only build the table from --runs")
     add_common_arguments(parser)
     args = parser.parse_args(argv)
-    datasets = [d for d in args.datasets.split(",") if d]
-    methods = [m for m in args.methods.split(",") if m]
+    datasets, methods = args.datasets, args.methods
+    unknown = [d for d in datasets if d not in UCI_DATASETS]
+    if unknown:
+        parser.error(f"argument --datasets: unknown data set(s) {unknown}; choose from {', '.join(UCI_DATASETS)}")
+    if not args.no_run:
+        from pyrozoo.experiments.uci import available_methods
+
+        unknown = [m for m in methods if m not in available_methods()]
+        if unknown:
+            parser.error(f"argument --methods: unknown method(s) {unknown}; available: {', '.join(sorted(available_methods()))}")
+        # the splits asked for, checked against the largest data set's before the first run
+        try:
+            parse_splits(args.splits, max(UCIDataset(d, args.data_dir).n_splits for d in datasets))
+        except ValueError as e:
+            parser.error(f"argument --splits: {e}")
     if args.quick:
         datasets, args.splits, methods = datasets[:1], "0", methods
     runs_path = args.runs or Path(args.results_dir) / ("uci_esbo_runs_quick.csv" if args.quick else "uci_esbo_runs.csv")
     if not args.no_run:
         uci_regression.sweep(methods, datasets, args.splits, runs_path, args, lambda dataset, method: sweep_arguments(dataset, args))
-    runs = pd.read_csv(runs_path)
+    runs = read_runs(runs_path, uci_regression.RESULT_COLUMNS, numeric=["split", "rmse", "test_ll", "train_seconds"], missing_ok=False)
     runs = runs[runs.method.isin(methods) & runs.dataset.isin(datasets)]
     if runs.empty:
         raise SystemExit(f"no runs of {methods} in {runs_path}")

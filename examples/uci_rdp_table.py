@@ -20,6 +20,7 @@ import pandas as pd
 
 from pyrozoo.cli import add_common_arguments, run_main
 from pyrozoo.data import UCI_DATASETS
+from pyrozoo.experiments import read_runs
 from pyrozoo.experiments.uci import published_baselines
 from pyrozoo.reporting import format_mean_se, mean_and_stderr, save_table, to_markdown
 
@@ -93,7 +94,7 @@ def main(argv=None):
     add_common_arguments(parser)
     args = parser.parse_args(argv)
     runs_path = args.runs or Path(args.results_dir) / "uci_rdp.csv"
-    runs = pd.read_csv(runs_path)
+    runs = read_runs(runs_path, ["dataset", "method", "split", "rmse", "test_ll"], numeric=["split", "rmse", "test_ll"], missing_ok=False)
     runs = runs[runs.method == "rdp"]
     if runs.empty:
         raise SystemExit(f"no rdp runs in {runs_path}")

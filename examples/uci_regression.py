@@ -24,8 +24,10 @@ import pandas as pd
 import pyro
 import torch
 
-from pyrozoo.cli import add_common_arguments, device_from_args, positive_float, positive_int, run_main
+from pyrozoo import atomic
+from pyrozoo.cli import add_common_arguments, device_from_args, name_list, positive_float, positive_int, run_main, split_spec
 from pyrozoo.data import UCI_DATASETS, UCIDataset, parse_splits
+from pyrozoo.experiments import read_runs
 from pyrozoo.experiments.uci import UCIRunConfig, available_methods, run_split, summarize
 from pyrozoo.reporting import save_table, to_markdown
 
@@ -34,9 +36,9 @@ RESULT_COLUMNS = ["dataset", "method", "split", "rmse", "test_ll", "train_second
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--method", default="bbb", help="method name(s), comma-separated (see --list-methods)")
-    parser.add_argument("--dataset", default="bostonHousing", help=f"a data set, comma-separated list, or 'all' ({', '.join(UCI_DATASETS)})")
-    parser.add_argument("--splits", default="0-19", help="split indices, e.g. 0-19, 0,3,5 or all")
+    parser.add_argument("--method", type=name_list, default="bbb", help="method name(s), comma-separated (see --list-methods)")
+    parser.add_argument("--dataset", type=name_list, default="bostonHousing", help=f"a data set, comma-separated list, or 'all' ({', '.join(UCI_DATASETS)})")
+    parser.add_argument("--splits", type=split_spec, default="0-19", help="split indices, e.g. 0-19, 0,3,5 or all")
     parser.add_argument("--epochs", type=positive_int, default=None, help="training epochs (default: the method's own)")
     parser.add_argument("--batch-size", type=positive_int, default=None)
     parser.add_argument("--lr", type=positive_float, default=None)
@@ -56,11 +58,11 @@ def main(argv=None):
         for name, m in sorted(methods.items()):
             print(f"{name:12s} {m.description}")
         return 0
-    requested = [m.strip() for m in args.method.split(",") if m.strip()]
+    requested = args.method
     unknown = [m for m in requested if m not in methods]
     if unknown:
         sys.exit(f"unknown method(s) {unknown}; available: {', '.join(sorted(methods))}")
-    datasets = list(UCI_DATASETS) if args.dataset == "all" else [d.strip() for d in args.dataset.split(",")]
+    datasets = list(UCI_DATASETS) if args.dataset == ["all"] else args.dataset
     for d in datasets:
         if d not in UCI_DATASETS:
             sys.exit(f"unknown dataset {d!r}; choose from {', '.join(UCI_DATASETS)} or 'all'")
@@ -70,13 +72,21 @@ def main(argv=None):
     device = device_from_args(args)
     stem = "uci_" + "_".join(requested) + ("_quick" if args.quick else "")
     out = args.out or args.results_dir / f"{stem}.csv"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    rows = pd.read_csv(out).to_dict("records") if args.resume and out.exists() else []
+    # every data set's splits are checked before the first run, and an unreadable --out is
+    # an error, not a result (nor silently overwritten)
+    loaded = {name: UCIDataset(name, args.data_dir) for name in datasets}
+    splits = {}
+    for name, d in loaded.items():
+        try:
+            splits[name] = parse_splits(args.splits, d.n_splits)
+        except ValueError as e:
+            raise ValueError(f"--splits {args.splits}: {name}: {e}") from None
+    rows = read_runs(out, RESULT_COLUMNS, numeric=["split", "rmse", "test_ll", "train_seconds"]).to_dict("records") if args.resume else []
     done = {(r["dataset"], r["method"], int(r["split"])) for r in rows}
 
     for dataset_name in datasets:
-        dataset = UCIDataset(dataset_name, args.data_dir)
-        for split_index in parse_splits(args.splits, dataset.n_splits):
+        dataset = loaded[dataset_name]
+        for split_index in splits[dataset_name]:
             split = dataset.split(split_index)
             for method in requested:
                 if (dataset_name, method, split_index) in done:
@@ -91,7 +101,7 @@ def main(argv=None):
                 rows.append(row)
                 print(f"{dataset_name:28s} {method:10s} split {split_index:2d}  rmse {row['rmse']:.4f}  test_ll {row['test_ll']:.4f}  ({row['train_seconds']:.1f} s)", flush=True)
                 # written after every run, so an interrupted sweep loses nothing (--resume continues it)
-                pd.DataFrame(rows, columns=RESULT_COLUMNS).to_csv(out, index=False)
+                atomic.write_csv(pd.DataFrame(rows, columns=RESULT_COLUMNS), out)
 
     results = pd.DataFrame(rows, columns=RESULT_COLUMNS)
     results = results[results.dataset.isin(datasets) & results.method.isin(requested)]
@@ -117,6 +127,8 @@ def sweep(methods: Iterable[str], datasets: Iterable[str], splits: str, out: Pat
     ``run_arguments(dataset, method)`` adds per-run ones (e.g. ``--epochs``, ``--lr``). The
     per-call summaries go to a scratch folder: the caller writes its own table."""
     methods, datasets = list(methods), list(datasets)
+    if not methods or not datasets:
+        raise ValueError(f"nothing to run: methods {methods}, data sets {datasets}")
     scratch = tempfile.mkdtemp(prefix="uci_sweep_")
     common = ["--results-dir", scratch, "--seed", str(args.seed), "--device", args.device]
     common += ["--data-dir", str(args.data_dir)] if args.data_dir else []

@@ -38,9 +38,10 @@ from pathlib import Path
 import pandas as pd
 import pyro
 
-from pyrozoo.cli import add_common_arguments, device_from_args, positive_int, run_main, settings_digest
-from pyrozoo.data import UCIDataset
-from pyrozoo.experiments import uci_sgmcmc
+from pyrozoo import atomic
+from pyrozoo.cli import add_common_arguments, device_from_args, name_list, non_negative_int, positive_int, run_main, settings_digest, split_spec
+from pyrozoo.data import UCIDataset, parse_splits
+from pyrozoo.experiments import read_runs, uci_sgmcmc
 from pyrozoo.experiments.uci import UCIRunConfig, run_split
 from pyrozoo.reporting import mean_and_stderr, save_figure, save_table, to_markdown
 
@@ -79,9 +80,14 @@ def stem_of(args) -> str:
     return "uci_sgmcmc" if settings == default else f"uci_sgmcmc_{settings_digest(settings)}"
 
 
+def read_tuning(path: Path, missing_ok: bool = True) -> pd.DataFrame:
+    """The tuning CSV, checked (a diverged grid point's scores are blank, its key is not)."""
+    return read_runs(path, LR_COLUMNS, required=["dataset", "method", "lr"], numeric=["lr", "val_rmse", "val_test_ll"], missing_ok=missing_ok)
+
+
 def tune(datasets, methods, args, path: Path) -> pd.DataFrame:
     """Stage 1: validation RMSE of every grid point; appended to ``path`` after every run."""
-    rows = pd.read_csv(path).to_dict("records") if path.exists() else []
+    rows = read_tuning(path).to_dict("records")
     done = {(r["dataset"], r["method"], float(r["lr"])) for r in rows}
     device = device_from_args(args)
     pyro.enable_validation(False)  # as in uci_regression.py: a diverged rate ends as FloatingPointError, not a validation error
@@ -99,7 +105,7 @@ def tune(datasets, methods, args, path: Path) -> pd.DataFrame:
                     result = {"rmse": math.nan, "test_ll": math.nan}
                 rows.append({"dataset": dataset, "method": method, "lr": lr, "val_rmse": result["rmse"], "val_test_ll": result["test_ll"]})
                 print(f"tuning {dataset:18s} {method:11s} lr {lr:<8g} validation rmse {result['rmse']:.4f}", flush=True)
-                pd.DataFrame(rows, columns=LR_COLUMNS).to_csv(path, index=False)
+                atomic.write_csv(pd.DataFrame(rows, columns=LR_COLUMNS), path)
     return pd.DataFrame(rows, columns=LR_COLUMNS)
 
 
@@ -173,18 +179,19 @@ def plot(out: pd.DataFrame, results_dir: Path, stem: str) -> Path:
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--splits", default="0-19", help="standard split indices")
-    parser.add_argument("--datasets", default=",".join(DATASETS))
-    parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--splits", type=split_spec, default="0-19", help="standard split indices")
+    parser.add_argument("--datasets", type=name_list, default=",".join(DATASETS))
+    parser.add_argument("--methods", type=name_list, default=",".join(METHODS))
     parser.add_argument("--lr-grid", default=LR_GRID, help="learning rates tried on the validation split, comma-separated")
-    parser.add_argument("--tune-split", type=int, default=0, help="the standard split whose training rows are divided for validation")
+    parser.add_argument("--tune-split", type=non_negative_int, default=0, help="the standard split whose training rows are divided for validation")
     parser.add_argument("--epochs", type=positive_int, default=None, help=f"epochs per run (default {uci_sgmcmc.DEFAULTS['epochs']}, the authors' ~200)")
     parser.add_argument("--no-run", action="store_true", help="only build the table from the existing tuning and runs files")
     add_common_arguments(parser)
     args = parser.parse_args(argv)
-    args.grid = parse_grid(args.lr_grid)
-    args.datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
-    args.methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    try:
+        args.grid = parse_grid(args.lr_grid)
+    except ValueError as e:
+        parser.error(str(e))
     unknown = [m for m in args.methods if m not in uci_sgmcmc.VARIANTS] + [d for d in args.datasets if d not in DATASETS]
     if unknown:
         parser.error(f"unknown method(s) or data set(s) {unknown}; methods: {', '.join(uci_sgmcmc.VARIANTS)}; data sets: {', '.join(DATASETS)}")
@@ -196,13 +203,22 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     results_dir = Path(args.results_dir)
-    results_dir.mkdir(parents=True, exist_ok=True)
     stem = stem_of(args)
     tuning_path, runs_path = results_dir / f"{stem}_lr.csv", results_dir / f"{stem}_runs.csv"
+    if not args.no_run:
+        # every split asked for exists, checked before the first run
+        for dataset in args.datasets:
+            n_splits = UCIDataset(dataset, args.data_dir).n_splits
+            try:
+                parse_splits(args.splits, n_splits)
+            except ValueError as e:
+                raise ValueError(f"--splits {args.splits}: {dataset}: {e}") from None
+            if args.tune_split >= n_splits:
+                raise ValueError(f"--tune-split {args.tune_split}: {dataset} has splits 0..{n_splits - 1}")
     if args.no_run:
         if not (tuning_path.exists() and runs_path.exists()):
             raise FileNotFoundError(f"--no-run needs {tuning_path} and {runs_path}; run without --no-run first")
-        tuning = pd.read_csv(tuning_path)
+        tuning = read_tuning(tuning_path, missing_ok=False)
     else:
         tuning = tune(args.datasets, args.methods, args, tuning_path)
     rates = chosen_rates(tuning[tuning.dataset.isin(args.datasets) & tuning.method.isin(args.methods)], args.grid)
@@ -210,7 +226,7 @@ def main(argv=None):
         lr = {(r.dataset, r.method): r.lr for r in rates.itertuples()}
         extra = (["--epochs", str(args.epochs)] if args.epochs else []) + ["--num-samples", str(NUM_SAMPLES)]
         uci_regression.sweep(args.methods, args.datasets, args.splits, runs_path, args, lambda dataset, method: ["--lr", repr(lr[dataset, method]), *extra])
-    runs = pd.read_csv(runs_path)
+    runs = read_runs(runs_path, uci_regression.RESULT_COLUMNS, numeric=["split", "rmse", "test_ll", "train_seconds"], missing_ok=False)
     runs = runs[runs.dataset.isin(args.datasets) & runs.method.isin(args.methods)]
     if runs.empty:
         raise SystemExit(f"no runs of {args.methods} in {runs_path}")

@@ -34,7 +34,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pyrozoo.cli import add_common_arguments, device_from_args, parse_seeds, positive_float, positive_int, run_main, settings_digest  # noqa: E402
+from pyrozoo import atomic  # noqa: E402
+from pyrozoo.cli import add_common_arguments, device_from_args, non_negative_int, parse_seeds, positive_float, positive_int, run_main, settings_digest  # noqa: E402
 from pyrozoo.data import TensorBatches, load_mnist  # noqa: E402
 from pyrozoo.inference import DSIVI_ELBO, LinearKLWarmup, collect_parameters, default_optimizer, fit, training_step  # noqa: E402
 from pyrozoo.models import MLP, VAE, AggregatedPosteriorPrior, AmortizedNormalGuide, GaussianEncoder, StandardNormalLatentPrior, VampPrior  # noqa: E402
@@ -118,7 +119,10 @@ def run_one(prior_name, K, seed, args, data, device):
     pp = f"_pp{args.prior_points or 'all'}" if prior_name == "dsivi" else ""
     done = args.checkpoint_dir / f"{tag}_epochs{args.epochs}_ll{args.ll_samples}{pp}_n{len(x_test)}.json"
     if done.exists():
-        return json.loads(done.read_text())
+        try:
+            return json.loads(done.read_text())
+        except json.JSONDecodeError as e:  # a file cut short: not a result
+            raise ValueError(f"{done} is not a complete result ({e}): delete it to evaluate the run again") from None
     pyro.clear_param_store()
     set_seed(seed)
     model, guide = build(prior_name, K, x_train, latent_dim=args.latent_dim, hidden=args.hidden, device=device)
@@ -151,7 +155,7 @@ def run_one(prior_name, K, seed, args, data, device):
     }
     if prior_name == "dsivi":
         row.update(prior_term_gaps(model, guide, x_train, sorted({K, *THESIS_KS}), args.gap_points, seed, device))
-    done.write_text(json.dumps(row))
+    atomic.write_text(done, json.dumps(row))
     return row
 
 
@@ -188,13 +192,19 @@ def time_dsivi_step(K, x_train, args, device, steps=5):
 def _runs(priors: str, Ks: str, quick: bool = False):
     """``[(prior, K), ...]`` from ``--priors`` entries ``name`` (every ``--K``; ``normal``
     has none) or ``name:K``; ``quick`` caps K at 20."""
-    default_ks = [int(k) for k in Ks.split(",") if k.strip()]
+    try:
+        default_ks = [int(k) for k in Ks.split(",") if k.strip()]
+    except ValueError:
+        raise ValueError(f"--K takes comma-separated integers, got {Ks!r}") from None
     runs = []
     for entry in (e.strip() for e in priors.split(",") if e.strip()):
         name, _, k = entry.partition(":")
         if name not in PRIORS:
             raise ValueError(f"unknown prior {name!r}; choose from {PRIORS}")
-        ks = [0] if name == "normal" else ([int(k)] if k else default_ks)
+        try:
+            ks = [0] if name == "normal" else ([int(k)] if k else default_ks)
+        except ValueError:
+            raise ValueError(f"--priors: {entry!r} is not name or name:K with an integer K") from None
         if name != "normal" and any(k < 1 for k in ks):
             raise ValueError("K must be positive")
         runs += [(name, min(k, 20) if quick else k) for k in ks]
@@ -204,7 +214,8 @@ def _runs(priors: str, Ks: str, quick: bool = False):
 
 
 def _points(text):
-    return None if text == "all" else int(text)
+    """``all`` or a number of points >= 1."""
+    return None if text == "all" else positive_int(text)
 
 
 def main(argv=None):
@@ -217,7 +228,7 @@ def main(argv=None):
     parser.add_argument("--lr", type=positive_float, default=5e-4)
     parser.add_argument("--latent-dim", type=positive_int, default=40)
     parser.add_argument("--hidden", type=positive_int, default=300)
-    parser.add_argument("--warmup-epochs", type=int, default=10)
+    parser.add_argument("--warmup-epochs", type=non_negative_int, default=10)
     parser.add_argument("--ll-samples", type=positive_int, default=5000, help="importance samples per test point")
     parser.add_argument("--test-points", type=positive_int, default=None, help="evaluate on the first n test images (default all)")
     parser.add_argument("--prior-points", type=_points, default=None, help="training points in the DSIVI prior's evaluation mixture (default: all)")
@@ -226,10 +237,8 @@ def main(argv=None):
     parser.add_argument("--checkpoint-dir", type=Path, default=Path("runs") / "vae_dsivi_prior")
     parser.add_argument("--out", type=Path, default=None, help="CSV with columns prior, K, seed, test_ll, epochs")
     parser.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads")
-    parser.add_argument("--time-k", type=int, default=5000, help="time one DSIVI step with this K when it is not trained (0: skip)")
+    parser.add_argument("--time-k", type=non_negative_int, default=5000, help="time one DSIVI step with this K when it is not trained (0: skip)")
     args = parser.parse_args(argv)
-    if args.warmup_epochs < 0 or args.time_k < 0:
-        parser.error("--warmup-epochs and --time-k must be >= 0")
     # checkpoints and cached results are named by prior, K and seed; any other training setting
     # that differs from the defaults goes into the name, so a changed run never reuses a stale one
     changed = [(k, getattr(args, k)) for k in TRAINING_SETTINGS if getattr(args, k) != parser.get_default(k)]
@@ -239,13 +248,13 @@ def main(argv=None):
         args.train_points, args.test_points = args.train_points or 600, args.test_points or 50
         args.ll_samples, args.prior_points, args.warmup_epochs, args.gap_points = 20, 50, 0, 20
         args.time_k = 0
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    device = device_from_args(args)
     try:
         runs = _runs(args.priors, args.K, quick=args.quick)
     except ValueError as e:
         parser.error(str(e))
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = device_from_args(args)
     seeds = args.seeds or [args.seed]
     x_train, y_train = load_mnist("mnist", train=True, data_dir=args.data_dir)
     x_test, _ = load_mnist("mnist", train=False, data_dir=args.data_dir)
@@ -262,8 +271,7 @@ def main(argv=None):
             print(json.dumps(row), flush=True)
     df = pd.DataFrame(rows)
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        df[["prior", "K", "seed", "test_ll", "epochs"]].to_csv(args.out, index=False)
+        atomic.write_csv(df[["prior", "K", "seed", "test_ll", "epochs"]], args.out)
     gap_columns = sorted((c for c in df.columns if c.startswith("prior_term_gap_K")), key=lambda c: int(c[len("prior_term_gap_K"):]))
     table = df[["prior", "K", "seed", "epochs", "test_ll", "test_ll_se", "final_train_loss_per_example", *gap_columns, "seconds_per_epoch"]].copy()
     table["source"] = "measured (this repository)"

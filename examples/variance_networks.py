@@ -22,10 +22,11 @@ Examples::
 
 import argparse
 import time
+from pathlib import Path
 
 import pandas as pd
 
-from pyrozoo.cli import add_common_arguments, device_from_args, positive_int, run_main
+from pyrozoo.cli import add_common_arguments, device_from_args, name_list, non_negative_int, positive_int, run_main
 from pyrozoo.data import load_mnist
 from pyrozoo.experiments.variance_networks import ARCHITECTURES
 from pyrozoo.experiments.variance_networks import PRIORS, PUBLISHED_TABLE2, accuracy_tracker, evaluate_parameterization, train_variational_dropout
@@ -45,24 +46,25 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--arch", choices=ARCHITECTURES, default="lenet5-bn", help="lenet5-bn: the authors' LeNet-5 with batch normalisation (default)")
     parser.add_argument("--prior", choices=sorted(PRIORS), default="log-uniform")
-    parser.add_argument("--parameterizations", default=",".join(PARAMETERIZATIONS), help="comma-separated subset of " + ", ".join(PARAMETERIZATIONS))
+    parser.add_argument("--parameterizations", type=name_list, default=",".join(PARAMETERIZATIONS), help="comma-separated subset of " + ", ".join(PARAMETERIZATIONS))
     parser.add_argument("--epochs", type=positive_int, default=PUBLISHED_EPOCHS, help="training epochs per parameterization (the authors': 200)")
-    parser.add_argument("--train-size", type=int, default=None, help="use the first N training examples")
+    parser.add_argument("--train-size", type=positive_int, default=None, help="use the first N training examples")
     parser.add_argument("--num-samples", type=positive_int, default=20, help="weight samples for test-time averaging")
-    parser.add_argument("--checkpoint-dir", default=None, help="keep a resumable checkpoint per parameterization here")
-    parser.add_argument("--track-every", type=int, default=0, help="every N epochs, record mean-propagation and test-time-averaging accuracy on --track-size test images (0: off); saved as <stem>_trajectory.{csv,md,png}")
-    parser.add_argument("--track-size", type=int, default=2000)
+    parser.add_argument("--checkpoint-dir", type=Path, default=None, help="keep a resumable checkpoint per parameterization here")
+    parser.add_argument("--track-every", type=non_negative_int, default=0, help="every N epochs, record mean-propagation and test-time-averaging accuracy on --track-size test images (0: off); saved as <stem>_trajectory.{csv,md,png}")
+    parser.add_argument("--track-size", type=positive_int, default=2000)
     parser.add_argument("--stem", default="variance_networks", help="stem of the saved table")
     add_common_arguments(parser)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    bad = [p for p in args.parameterizations if p not in PARAMETERIZATIONS]
+    if bad:
+        parser.error(f"argument --parameterizations: unknown {bad}; choose from {', '.join(PARAMETERIZATIONS)}")
+    return args
 
 
 def main(argv=None):
     args = parse_args(argv)
-    names = [p.strip() for p in args.parameterizations.split(",") if p.strip()]
-    for p in names:
-        if p not in PARAMETERIZATIONS:
-            raise SystemExit(f"unknown parameterization {p!r}; choose from {', '.join(PARAMETERIZATIONS)}")
+    names = args.parameterizations
     device = device_from_args(args)
     train = load_mnist("mnist", train=True, data_dir=args.data_dir)
     test = load_mnist("mnist", train=False, data_dir=args.data_dir)

@@ -2,6 +2,7 @@
 
 import argparse
 import hashlib
+import math
 import os
 import sys
 from pathlib import Path
@@ -14,8 +15,8 @@ from pyrozoo.utils import parse_int_ranges
 
 def add_common_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """``--device --seed --data-dir --results-dir --quick --no-progress``."""
-    parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (CUDA when available)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed")
+    parser.add_argument("--device", type=device_spec, default="auto", help="cpu, cuda, cuda:N or auto (CUDA when available)")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="random seed")
     parser.add_argument("--data-dir", type=existing_directory, default=None, help="data root (default: $PYROZOO_DATA_DIR or ../shared/data)")
     parser.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS_DIR, help="where tables and plots are written")
     parser.add_argument("--quick", action="store_true", help="a small smoke configuration (used by the test suite)")
@@ -23,12 +24,48 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
     return parser
 
 
+class OptionError(argparse.ArgumentTypeError, ValueError):
+    """A bad option value. Raised by an argparse ``type`` it reads ``argument --x: <message>``
+    (exit status 2, before any work); raised anywhere else it is a ``ValueError``, which
+    :func:`run_main` turns into one line."""
+
+
+def int_ranges(spec: str) -> list:
+    """argparse type: ``"0-4"`` or ``"0,2,7"`` -> list of ints >= 0; an empty selection or a
+    range that runs backwards (``"5-2"``) is an error (:func:`pyrozoo.utils.parse_int_ranges`)."""
+    try:
+        return parse_int_ranges(spec)
+    except ValueError as e:
+        raise OptionError(str(e)) from None
+
+
 def parse_seeds(spec: str):
-    """``"0-4"`` or ``"0,2,7"`` -> list of ints."""
-    out = parse_int_ranges(spec)
-    if not out:
-        raise argparse.ArgumentTypeError(f"no seeds in {spec!r}")
-    return out
+    """``"0-4"`` or ``"0,2,7"`` -> list of ints (an argparse type; see :func:`int_ranges`)."""
+    return int_ranges(spec)
+
+
+def split_spec(spec: str) -> str:
+    """argparse type: ``"all"`` or split indices such as ``"0-19"`` / ``"0,3,5"``, checked for
+    syntax, order and emptiness here; returned as given (a data set checks its own range)."""
+    if spec.strip() != "all":
+        int_ranges(spec)
+    return spec.strip()
+
+
+def device_spec(value: str) -> str:
+    """argparse type: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``, available on this machine."""
+    from pyrozoo.utils import resolve_device
+
+    if value != "auto":
+        try:
+            torch.device(value)
+        except (RuntimeError, ValueError, TypeError):
+            raise OptionError(f"{value!r} is not a device (cpu, cuda, cuda:N or auto)") from None
+    try:
+        resolve_device(value)
+    except RuntimeError as e:  # e.g. cuda without a GPU
+        raise OptionError(str(e)) from None
+    return value
 
 
 def device_from_args(args) -> torch.device:
@@ -44,7 +81,15 @@ def existing_directory(value: str) -> Path:
     """argparse type: a folder that exists."""
     path = Path(value)
     if not path.is_dir():
-        raise argparse.ArgumentTypeError(f"{value!r} is not an existing directory")
+        raise OptionError(f"{value!r} is not an existing directory")
+    return path
+
+
+def existing_file(value: str) -> Path:
+    """argparse type: a file that exists."""
+    path = Path(value)
+    if not path.is_file():
+        raise OptionError(f"{value!r} is not an existing file")
     return path
 
 
@@ -52,31 +97,111 @@ def _number(text: str, convert, noun: str):
     try:
         return convert(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not {noun}") from None
+        raise OptionError(f"{text!r} is not {noun}") from None
 
 
 def positive_int(value: str) -> int:
     """argparse type: an integer >= 1 (epochs, batch sizes, sample counts, widths)."""
     number = _number(value, int, "an integer")
     if number < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {number}")
+        raise OptionError(f"must be >= 1, got {number}")
     return number
+
+
+def non_negative_int(value: str) -> int:
+    """argparse type: an integer >= 0 (seeds, split indices, counts where 0 switches a feature off)."""
+    number = _number(value, int, "an integer")
+    if number < 0:
+        raise OptionError(f"must be >= 0, got {number}")
+    return number
+
+
+def _finite(value: str) -> float:
+    number = _number(value, float, "a number")
+    if not math.isfinite(number):
+        raise OptionError(f"must be a finite number, got {value}")
+    return number
+
+
+def finite_float(value: str) -> float:
+    """argparse type: any finite number (not nan or inf)."""
+    return _finite(value)
 
 
 def positive_float(value: str) -> float:
     """argparse type: a finite number > 0 (learning rates, scales)."""
     number = _number(value, float, "a number")
     if not (number > 0 and number != float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {value}")
+        raise OptionError(f"must be a finite number > 0, got {value}")
     return number
+
+
+def bounded_float(low: float, high: float, *, low_inclusive: bool = True, high_inclusive: bool = False):
+    """An argparse type for finite numbers in an interval, e.g. ``bounded_float(-1, 1,
+    low_inclusive=False)`` for a correlation in (-1, 1)."""
+    interval = f"{'[' if low_inclusive else '('}{low:g}, {high:g}{']' if high_inclusive else ')'}"
+
+    def check(value: str) -> float:
+        number = _finite(value)
+        above = number >= low if low_inclusive else number > low
+        below = number <= high if high_inclusive else number < high
+        if not (above and below):
+            raise OptionError(f"must be in {interval}, got {value}")
+        return number
+
+    check.__name__ = f"number in {interval}"
+    return check
+
+
+#: argparse type: a fraction in [0, 1) (burn-in fractions, dropout rates)
+fraction = bounded_float(0.0, 1.0)
+fraction.__name__ = "fraction"
+#: argparse type: a probability in [0, 1] (mixture weights)
+probability = bounded_float(0.0, 1.0, high_inclusive=True)
+probability.__name__ = "probability"
 
 
 def float_list(value: str) -> list:
     """argparse type: comma-separated finite numbers, e.g. ``"0,0.05,0.1"``."""
     numbers = [_number(v, float, "a number") for v in value.split(",") if v.strip()]
-    if not numbers or not all(abs(n) != float("inf") and n == n for n in numbers):
-        raise argparse.ArgumentTypeError(f"{value!r}: need at least one finite number")
+    if not numbers or not all(math.isfinite(n) for n in numbers):
+        raise OptionError(f"{value!r}: need at least one finite number")
     return numbers
+
+
+def non_negative_float_list(value: str) -> list:
+    """argparse type: comma-separated finite numbers >= 0 (attack strengths, thresholds)."""
+    numbers = float_list(value)
+    if min(numbers) < 0:
+        raise OptionError(f"{value!r}: every number must be >= 0")
+    return numbers
+
+
+def positive_float_list(value: str) -> list:
+    """argparse type: comma-separated finite numbers > 0 (scales, learning rates)."""
+    numbers = float_list(value)
+    if min(numbers) <= 0:
+        raise OptionError(f"{value!r}: every number must be > 0")
+    return numbers
+
+
+def positive_int_list(value: str) -> list:
+    """argparse type: comma-separated integers >= 1 (layer widths, epochs, sample counts)."""
+    parts = [v for v in value.split(",") if v.strip()]
+    if not parts:
+        raise OptionError(f"{value!r}: need at least one integer")
+    numbers = [_number(v.strip(), int, "an integer") for v in parts]
+    if min(numbers) < 1:
+        raise OptionError(f"{value!r}: every number must be >= 1")
+    return numbers
+
+
+def name_list(value: str) -> list:
+    """argparse type: comma-separated names (methods, data sets), at least one."""
+    names = list(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
+    if not names:
+        raise OptionError(f"{value!r}: need at least one name")
+    return names
 
 
 def settings_digest(settings) -> str:

@@ -10,6 +10,8 @@ from typing import Iterable, Optional, Sequence, Union
 
 import pandas as pd
 
+from pyrozoo import atomic
+
 DEFAULT_RESULTS_DIR = Path("docs") / "results"
 
 
@@ -32,19 +34,23 @@ def to_markdown(df: pd.DataFrame, floatfmt: str = ".4g", index: bool = False) ->
     return "\n".join(out) + "\n"
 
 
-def save_table(df: pd.DataFrame, stem: str, results_dir: Union[str, Path, None] = None, *, title: Optional[str] = None, notes: Optional[str] = None, floatfmt: str = ".4g") -> Path:
-    """Writes ``<stem>.csv`` and ``<stem>.md`` (with optional title and notes); returns the CSV path."""
+def save_table(df: pd.DataFrame, stem: str, results_dir: Union[str, Path, None] = None, *, title: Optional[str] = None, notes: Optional[str] = None, floatfmt: str = ".4g", allow_empty: bool = False) -> Path:
+    """Writes ``<stem>.csv`` and ``<stem>.md`` (with optional title and notes), each atomically;
+    returns the CSV path. A table without rows is refused (``ValueError``) unless
+    ``allow_empty``: a run that ran nothing must not replace a table of results."""
+    if df.empty and not allow_empty:
+        raise ValueError(f"refusing to write an empty table {stem}.csv: a run that ran nothing is not a result (nothing was written)")
     directory = Path(results_dir) if results_dir is not None else DEFAULT_RESULTS_DIR
     directory.mkdir(parents=True, exist_ok=True)
     csv_path = directory / f"{stem}.csv"
-    df.to_csv(csv_path, index=False)
+    atomic.write_csv(df, csv_path)
     parts = []
     if title:
         parts.append(f"# {title}\n")
     parts.append(to_markdown(df, floatfmt))
     if notes:
         parts.append("\n" + notes.strip() + "\n")
-    (directory / f"{stem}.md").write_text("\n".join(parts))
+    atomic.write_text(directory / f"{stem}.md", "\n".join(parts))
     return csv_path
 
 
@@ -52,8 +58,7 @@ def save_figure(fig, stem: str, results_dir: Union[str, Path, None] = None, dpi:
     directory = Path(results_dir) if results_dir is not None else DEFAULT_RESULTS_DIR
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{stem}.png"
-    fig.savefig(path, dpi=dpi, bbox_inches="tight")
-    return path
+    return atomic.save_figure(fig, path, dpi=dpi, bbox_inches="tight")
 
 
 def mean_and_stderr(df: pd.DataFrame, by: Sequence[str], columns: Iterable[str]) -> pd.DataFrame:

@@ -105,3 +105,13 @@ def test_save_figure_writes_a_png(tmp_path):
     plt.close(fig)
     assert path == tmp_path / "figs" / "curve.png"
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_an_empty_table_never_replaces_a_table(tmp_path):
+    save_table(pd.DataFrame({"a": [1.0]}), "t", tmp_path)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    with pytest.raises(ValueError, match="empty table t.csv"):
+        save_table(pd.DataFrame({"a": []}), "t", tmp_path)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    save_table(pd.DataFrame({"a": []}), "empty", tmp_path, allow_empty=True)
+    assert (tmp_path / "empty.csv").read_text() == "a\n"

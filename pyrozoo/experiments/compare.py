@@ -42,8 +42,9 @@ import pandas as pd
 import pyro
 import torch
 
-from pyrozoo import metrics
+from pyrozoo import atomic, metrics
 from pyrozoo.data import UCI_DATASETS, UCIDataset
+from pyrozoo.experiments import read_runs
 from pyrozoo.inference.prediction import record_predictive
 from pyrozoo.reporting import mean_and_stderr
 
@@ -197,13 +198,15 @@ def compare(
     extra = extra or {}
     device = torch.device(device)
     out = Path(out) if out is not None else None
-    rows = []
-    if out is not None and resume and out.exists():
-        rows = pd.read_csv(out).to_dict("records")
-    done = {(r["dataset"], r["method"], int(r["seed"]), int(r["budget"])) for r in rows}
-    data = _Data(data_dir, mnist_train_size, mnist_test_size)
     if not budgets or min(budgets) < 1:
         raise ValueError(f"budgets must be >= 1 gradient evaluation, got {list(budgets)}")
+    if not methods or not datasets or not seeds:
+        raise ValueError(f"nothing to run: methods {methods}, data sets {datasets}, seeds {seeds}")
+    rows = []
+    if out is not None and resume:
+        rows = read_runs(out, COLUMNS, required=KEY + ["steps", "rmse_or_error", "test_ll", "seconds"], numeric=["seed", "budget", "steps", "rmse_or_error", "test_ll", "seconds"]).to_dict("records")
+    done = {(r["dataset"], r["method"], int(r["seed"]), int(r["budget"])) for r in rows}
+    data = _Data(data_dir, mnist_train_size, mnist_test_size)
     # a method may exist for one protocol only (skipped elsewhere, with a message), but a request
     # in which nothing can run is a mistake, not an empty table
     if not any(m in registered_methods(protocol(d)) for m in methods for d in datasets):
@@ -256,8 +259,7 @@ def compare(
                     done.add((dataset, method, seed, budget))
                     log(f"{dataset:16s} {method:10s} seed {seed:2d} budget {budget:6d}  {row['metric']} {row['rmse_or_error']:.4g}  test_ll {row['test_ll']:.4g}  ({seconds:.1f} s)")
                     if out is not None:
-                        out.parent.mkdir(parents=True, exist_ok=True)
-                        pd.DataFrame(rows, columns=COLUMNS).to_csv(out, index=False)
+                        atomic.write_csv(pd.DataFrame(rows, columns=COLUMNS), out)
     runs = pd.DataFrame(rows, columns=COLUMNS)
     wanted = runs.dataset.isin(datasets) & runs.method.isin(methods) & runs.seed.isin(seeds) & runs.budget.isin(budgets)
     return runs[wanted].reset_index(drop=True)

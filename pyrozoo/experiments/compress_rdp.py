@@ -28,12 +28,10 @@ plots as the paper's Fig. 7), ``checkpoint``, ``predictive_samples`` (posterior 
 Bayesian-model-average error reported beside the exported network's, default 10).
 """
 
-import json
-from pathlib import Path
-
 import pyro
 import torch
 
+from pyrozoo import atomic
 from pyrozoo.compression import apply_masks
 from pyrozoo.compression.radial_directional import posterior_mean_weights, pruning_masks, pruning_statistics
 from pyrozoo.experiments.lenet import CompressionConfig, CompressionResult, register_compression_method
@@ -120,8 +118,7 @@ def compress(model, guide, config: CompressionConfig, test, details=None) -> Com
             "test_error": result.test_error,
             "pruned_architecture": result.pruned_architecture,
         }
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        Path(out).write_text(json.dumps(record, indent=1, allow_nan=True))
+        atomic.write_json(out, record, indent=1, allow_nan=True)
     return result
 
 
