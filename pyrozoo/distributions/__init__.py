@@ -20,6 +20,7 @@ from pyrozoo.distributions.von_mises_fisher import HypersphericalUniform, VonMis
 from pyrozoo.distributions.special import (
     bessel_iv_ratio,
     bessel_iv_ratio_bounds,
+    bessel_iv_ratio_derivative,
     log_bessel_iv,
     log_bessel_iv_div_pow,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "log_bessel_iv_div_pow",
     "bessel_iv_ratio",
     "bessel_iv_ratio_bounds",
+    "bessel_iv_ratio_derivative",
     "LogUniformImproper",
     "ARDNormal",
     "DropoutNormal",

@@ -3,6 +3,8 @@
 import torch
 from pyro.distributions import TorchDistribution, constraints
 
+from pyrozoo.distributions.util import check_shape
+
 
 class ARDNormal(TorchDistribution):
     r"""Zero-mean Gaussian prior :math:`\mathcal N(w \mid 0, \lambda^2)` whose per-entry variance
@@ -25,7 +27,7 @@ class ARDNormal(TorchDistribution):
     has_rsample = False
 
     def __init__(self, batch_shape=torch.Size(), validate_args=None):
-        super().__init__(torch.Size(batch_shape), validate_args=validate_args)
+        super().__init__(check_shape("ARDNormal", "batch_shape", batch_shape), validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(ARDNormal, _instance)

@@ -1,11 +1,14 @@
 """A Normal distribution that also carries its (clipped) dropout rate log alpha."""
 
+import math
+
 import torch
 from pyro.distributions import constraints
 from pyro.distributions.torch_distribution import TorchDistribution
-from torch.distributions.utils import broadcast_all
 
+from pyrozoo.distributions.constraints import finite
 from pyrozoo.distributions.log_scale_normal import LogScaleNormal
+from pyrozoo.distributions.util import broadcast_params
 
 
 class DropoutNormal(LogScaleNormal):
@@ -26,22 +29,33 @@ class DropoutNormal(LogScaleNormal):
 
     :param loc: mean of the weights.
     :param log_scale: log standard deviation.
-    :param log_alpha: log dropout rate (broadcastable to ``loc``; may be ``+inf``).
+    :param log_alpha: log dropout rate (broadcastable with ``loc``; may be ``+inf``, the
+        zero-mean variance layers, but not ``-inf`` or NaN).
     """
 
-    arg_constraints = {"loc": constraints.real, "log_scale": constraints.real, "log_alpha": constraints.real}
+    arg_constraints = {
+        "loc": finite,
+        "log_scale": finite,
+        # (-inf, inf]: alpha = inf is a zero-mean layer; alpha = 0 would be a point mass
+        "log_alpha": constraints.greater_than(-math.inf),
+    }
 
     def __init__(self, loc, log_scale, log_alpha, validate_args=None):
         if torch.is_tensor(loc) and torch.is_tensor(log_scale) and loc.shape == log_scale.shape:
             self.loc, self.log_scale = loc, log_scale
         else:
-            self.loc, self.log_scale = broadcast_all(loc, log_scale)
+            self.loc, self.log_scale = broadcast_params(type(self).__name__, loc=loc, log_scale=log_scale)
         log_alpha = torch.as_tensor(log_alpha, dtype=self.loc.dtype, device=self.loc.device)
-        try:
-            self.log_alpha = log_alpha if log_alpha.shape == self.loc.shape else log_alpha.expand(self.loc.shape)
-        except RuntimeError:
-            raise ValueError(f"log_alpha of shape {tuple(log_alpha.shape)} does not broadcast to the shape {tuple(self.loc.shape)} of loc") from None
-        # constraints.real admits +inf (zero-mean variance layers) and rejects NaN
+        if log_alpha.shape != self.loc.shape:
+            try:
+                shape = torch.broadcast_shapes(self.loc.shape, log_alpha.shape)
+            except RuntimeError:
+                raise ValueError(
+                    f"DropoutNormal: log_alpha of shape {tuple(log_alpha.shape)} does not broadcast with the shape "
+                    f"{tuple(self.loc.shape)} of loc and log_scale"
+                ) from None
+            self.loc, self.log_scale, log_alpha = self.loc.expand(shape), self.log_scale.expand(shape), log_alpha.expand(shape)
+        self.log_alpha = log_alpha
         TorchDistribution.__init__(self, self.loc.shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):

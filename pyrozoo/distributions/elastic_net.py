@@ -18,25 +18,29 @@ import math
 
 import torch
 from pyro.distributions import TorchDistribution, constraints
-from torch.distributions.utils import broadcast_all
+
+from pyrozoo.distributions.constraints import nonnegative_finite
+from pyrozoo.distributions.util import broadcast_params
 
 _LOG_2 = math.log(2.0)
 _HALF_LOG_PI_OVER_2 = 0.5 * math.log(math.pi / 2.0)
+#: beyond z = l1 / sqrt(2 l2) = 1e8 the density is Laplace's to a relative 1e-16 in Z
+_ERFCX_ASYMPTOTIC = 1e8
 
 
 class ElasticNet(TorchDistribution):
     r"""Density :math:`\propto \exp(-\lambda_1 |x| - \lambda_2 x^2 / 2)` on the real line.
 
-    :param l1: Laplace rate :math:`\lambda_1 \ge 0`.
-    :param l2: Gaussian precision :math:`\lambda_2 \ge 0` (not both zero).
+    :param l1: Laplace rate :math:`\lambda_1 \ge 0`, finite.
+    :param l2: Gaussian precision :math:`\lambda_2 \ge 0`, finite (not both zero).
     """
 
-    arg_constraints = {"l1": constraints.nonnegative, "l2": constraints.nonnegative}
+    arg_constraints = {"l1": nonnegative_finite, "l2": nonnegative_finite}
     support = constraints.real
     has_rsample = False
 
     def __init__(self, l1, l2, validate_args=None):
-        self.l1, self.l2 = broadcast_all(l1, l2)
+        self.l1, self.l2 = broadcast_params("ElasticNet", l1=l1, l2=l2)
         super().__init__(self.l1.shape, validate_args=validate_args)
         if self._validate_args and not bool(((self.l1 > 0) | (self.l2 > 0)).all()):
             raise ValueError("ElasticNet needs l1 > 0 or l2 > 0 in every entry (otherwise the density is flat)")
@@ -53,20 +57,29 @@ class ElasticNet(TorchDistribution):
     def log_normalizer(self) -> torch.Tensor:
         """:math:`\\log Z(\\lambda_1, \\lambda_2)`, finite for every valid parameter."""
         l1, l2 = self.l1, self.l2
-        gaussian = l2 > 0
-        safe_l2 = torch.where(gaussian, l2, torch.ones_like(l2))
         # log of 2 * int_0^inf exp(-l1 x - l2 x^2 / 2) dx; erfcx keeps the Laplace-dominated
-        # regime (l1 >> sqrt(l2)) finite where exp(z^2) erfc(z) would overflow/underflow
+        # regime (l1 >> sqrt(l2)) finite where exp(z^2) erfc(z) would overflow/underflow. Beyond
+        # z = l1 / sqrt(2 l2) = 1e8 the Gaussian factor changes Z by a relative 1/(2 z^2) < 1e-16,
+        # so Z = 2 / l1 there: z itself may overflow (l1 = 1e30, l2 = 1e-30 in float32), and
+        # neither branch sees the other's arguments, so neither leaks inf or NaN gradients.
+        # (z / 1e8)^2 <= 1 as (l1 / 1e8)^2 <= 2 l2: no sqrt, and no overflow below l1 = 1.8e27 in
+        # float32 (above it z > 7e7 whatever l2, so taking the Laplace branch is as accurate)
+        scaled_l1 = l1 * (1.0 / _ERFCX_ASYMPTOTIC)
+        gaussian = (l2 > 0) & (scaled_l1 * scaled_l1 <= 2.0 * l2)
+        one = torch.ones_like(l2)
+        safe_l2 = torch.where(gaussian, l2, one)
         z = l1 / torch.sqrt(2.0 * safe_l2)
         with_gaussian = _LOG_2 + _HALF_LOG_PI_OVER_2 - 0.5 * torch.log(safe_l2) + torch.log(torch.special.erfcx(z))
-        safe_l1 = torch.where(gaussian, torch.ones_like(l1), l1)
+        safe_l1 = torch.where(gaussian, one, l1)
         laplace_only = _LOG_2 - torch.log(safe_l1)
         return torch.where(gaussian, with_gaussian, laplace_only)
 
     def log_prob(self, value):
         if self._validate_args:
             self._validate_sample(value)
-        return -self.l1 * value.abs() - 0.5 * self.l2 * value.square() - self.log_normalizer()
+        # (l2 |x|) |x|: x^2 overflows for |x| > 1.8e19 in float32, and 0 * inf is NaN where l2 = 0
+        magnitude = value.abs()
+        return -self.l1 * magnitude - 0.5 * (self.l2 * magnitude) * magnitude - self.log_normalizer()
 
     @property
     def mean(self):
@@ -89,7 +102,9 @@ class ElasticNet(TorchDistribution):
             exponential = torch.empty(shape, dtype=l1.dtype, device=l1.device).exponential_() / safe_l1
             half_normal = torch.randn(shape, dtype=l1.dtype, device=l1.device).abs() / safe_l2.sqrt()
             proposal = torch.where(use_exponential, exponential, half_normal)
-            log_accept = torch.where(use_exponential, -0.5 * l2 * proposal.square(), -l1 * proposal)
+            # (l2 x) x: with l2 = 0 and a huge Exponential(l1) proposal, l2 x^2 would be 0 * inf = NaN
+            # (never accepted: the loop hung for l1 = 1e-30 in float32)
+            log_accept = torch.where(use_exponential, -0.5 * (l2 * proposal) * proposal, -l1 * proposal)
             accept = pending & (torch.rand(shape, dtype=l1.dtype, device=l1.device).log() <= log_accept)
             magnitude = torch.where(accept, proposal, magnitude)
             pending = pending & ~accept

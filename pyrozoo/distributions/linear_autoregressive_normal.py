@@ -4,16 +4,23 @@ import math
 
 import torch
 from pyro.distributions import TorchDistribution, constraints
-from torch.distributions.utils import broadcast_all
+
+from pyrozoo.distributions.constraints import finite, positive_finite
+from pyrozoo.distributions.util import broadcast_params
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
 class _StrictlyLowerTriangular(constraints.Constraint):
+    """Square matrices with zeros on and above the diagonal and finite entries below it."""
+
     event_dim = 2
 
     def check(self, value):
-        return (value.triu() == 0).flatten(-2).all(-1)
+        return ((value.triu() == 0) & torch.isfinite(value)).flatten(-2).all(-1)
+
+    def __repr__(self):
+        return "StrictlyLowerTriangular()"
 
 
 strictly_lower_triangular = _StrictlyLowerTriangular()
@@ -28,27 +35,38 @@ class LinearAutoregressiveNormal(TorchDistribution):
     ``D`` factors separately, which is what the structured semi-implicit estimator (Eq. 26)
     needs when the shifts are mixing variables with one independent draw per step.
 
-    :param shift: ``(..., D)``.
-    :param weight: ``(..., D, D)``, strictly lower triangular.
-    :param scale: ``(..., D)``, positive.
+    :param shift: ``(..., D)``, finite.
+    :param weight: ``(..., D, D)``, strictly lower triangular, finite.
+    :param scale: ``(..., D)``, positive and finite.
     """
 
     arg_constraints = {
-        "shift": constraints.real_vector,
+        "shift": constraints.independent(finite, 1),
         "weight": strictly_lower_triangular,
-        "scale": constraints.independent(constraints.positive, 1),
+        "scale": constraints.independent(positive_finite, 1),
     }
     support = constraints.real_vector
     has_rsample = True
 
     def __init__(self, shift, weight, scale, validate_args=None):
-        shift, scale = broadcast_all(shift, scale)
+        shift, scale = broadcast_params("LinearAutoregressiveNormal", shift=shift, scale=scale)
+        if not torch.is_tensor(weight):
+            raise TypeError(f"LinearAutoregressiveNormal: weight must be a tensor, got {type(weight).__name__}")
         if shift.dim() < 1 or weight.dim() < 2:
-            raise ValueError("shift and scale need an event dimension and weight two")
+            raise ValueError(
+                f"LinearAutoregressiveNormal: shift and scale need an event dimension and weight two, got shapes "
+                f"{tuple(shift.shape)} and {tuple(weight.shape)}"
+            )
         d = shift.shape[-1]
         if weight.shape[-2:] != (d, d):
-            raise ValueError(f"weight must end in ({d}, {d}), got {tuple(weight.shape)}")
-        batch_shape = torch.broadcast_shapes(shift.shape[:-1], weight.shape[:-2])
+            raise ValueError(f"LinearAutoregressiveNormal: weight must end in ({d}, {d}), got {tuple(weight.shape)}")
+        try:
+            batch_shape = torch.broadcast_shapes(shift.shape[:-1], weight.shape[:-2])
+        except RuntimeError:
+            raise ValueError(
+                f"LinearAutoregressiveNormal: the batch shapes {tuple(shift.shape[:-1])} of shift/scale and "
+                f"{tuple(weight.shape[:-2])} of weight do not broadcast"
+            ) from None
         self.shift = shift.expand(batch_shape + (d,))
         self.scale = scale.expand(batch_shape + (d,))
         self.weight = weight.expand(batch_shape + (d, d))

@@ -3,9 +3,12 @@
 import math
 
 import torch
-from pyro.distributions import Normal, constraints
+from pyro.distributions import Normal
 from pyro.distributions.torch_distribution import TorchDistribution
-from torch.distributions.utils import broadcast_all, lazy_property
+from torch.distributions.utils import lazy_property
+
+from pyrozoo.distributions.constraints import finite
+from pyrozoo.distributions.util import broadcast_params
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
@@ -20,15 +23,18 @@ class LogScaleNormal(Normal):
     ``log(scale)`` and ``scale**2`` from ``scale`` on every weight-sized tensor. It is a
     :class:`~pyro.distributions.Normal` (``isinstance`` holds), so every rule for Normals
     applies to it.
+
+    Both parameters must be finite (``validate_args``): an infinite ``log_scale`` is a zero or
+    infinite standard deviation.
     """
 
-    arg_constraints = {"loc": constraints.real, "log_scale": constraints.real}
+    arg_constraints = {"loc": finite, "log_scale": finite}
 
     def __init__(self, loc, log_scale, validate_args=None):
         if torch.is_tensor(loc) and torch.is_tensor(log_scale) and loc.shape == log_scale.shape:
             self.loc, self.log_scale = loc, log_scale  # the common case, without broadcast_all's cost
         else:
-            self.loc, self.log_scale = broadcast_all(loc, log_scale)
+            self.loc, self.log_scale = broadcast_params(type(self).__name__, loc=loc, log_scale=log_scale)
         TorchDistribution.__init__(self, self.loc.shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):

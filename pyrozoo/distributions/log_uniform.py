@@ -3,6 +3,8 @@
 import torch
 from pyro.distributions import TorchDistribution, constraints
 
+from pyrozoo.distributions.util import check_shape
+
 
 class LogUniformImproper(TorchDistribution):
     r"""Improper log-uniform density on the reals, :math:`p(w) \propto 1 / |w|`, i.e. a uniform
@@ -23,7 +25,7 @@ class LogUniformImproper(TorchDistribution):
     has_rsample = False
 
     def __init__(self, batch_shape=torch.Size(), validate_args=None):
-        super().__init__(torch.Size(batch_shape), validate_args=validate_args)
+        super().__init__(check_shape("LogUniformImproper", "batch_shape", batch_shape), validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(LogUniformImproper, _instance)

@@ -4,7 +4,9 @@ import math
 
 import torch
 from pyro.distributions import TorchDistribution, constraints
-from torch.distributions.utils import broadcast_all
+
+from pyrozoo.distributions.constraints import positive_finite
+from pyrozoo.distributions.util import broadcast_params
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
@@ -16,20 +18,20 @@ class ScaleMixtureNormal(TorchDistribution):
     to ``log(0)`` (the failure behind blitz's "-inf in log_prior").
 
     :param pi: weight of the first component, in [0, 1].
-    :param sigma1: scale of the first component (the wide "slab" in the paper).
-    :param sigma2: scale of the second component (the narrow "spike").
+    :param sigma1: scale of the first component (the wide "slab" in the paper), positive and finite.
+    :param sigma2: scale of the second component (the narrow "spike"), positive and finite.
     """
 
     arg_constraints = {
         "pi": constraints.unit_interval,
-        "sigma1": constraints.positive,
-        "sigma2": constraints.positive,
+        "sigma1": positive_finite,
+        "sigma2": positive_finite,
     }
     support = constraints.real
     has_rsample = False
 
     def __init__(self, pi, sigma1, sigma2, validate_args=None):
-        self.pi, self.sigma1, self.sigma2 = broadcast_all(pi, sigma1, sigma2)
+        self.pi, self.sigma1, self.sigma2 = broadcast_params("ScaleMixtureNormal", pi=pi, sigma1=sigma1, sigma2=sigma2)
         super().__init__(self.pi.shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
@@ -61,8 +63,11 @@ class ScaleMixtureNormal(TorchDistribution):
         # elementwise work on weight-sized tensors.
         c1 = torch.log(self.pi) - torch.log(self.sigma1) - _HALF_LOG_2PI
         c2 = torch.log1p(-self.pi) - torch.log(self.sigma2) - _HALF_LOG_2PI
-        sq = value * value
-        return torch.logaddexp(c1 - 0.5 * sq / self.sigma1**2, c2 - 0.5 * sq / self.sigma2**2)
+        # (value / sigma)^2 rather than value^2 / sigma^2: sigma^2 and value^2 under- or
+        # overflow for scales beyond ~1e+-19 in float32 (sigma = 1e-30 gave NaN)
+        z1 = value / self.sigma1
+        z2 = value / self.sigma2
+        return torch.logaddexp(c1 - 0.5 * z1 * z1, c2 - 0.5 * z2 * z2)
 
     def sample(self, sample_shape=torch.Size()):
         shape = self._extended_shape(sample_shape)

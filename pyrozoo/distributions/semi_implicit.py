@@ -47,7 +47,7 @@ from pyro.distributions import TorchDistribution, constraints
 from torch.distributions import Distribution, Independent, Normal
 
 from pyrozoo.distributions.mixing import FiniteMixing, Mixing, _reshape_leading, as_mixing
-from pyrozoo.distributions.util import sum_rightmost
+from pyrozoo.distributions.util import check_shape, sum_rightmost
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
@@ -305,8 +305,8 @@ class SemiImplicit(TorchDistribution):
         if not callable(conditional):
             raise TypeError("conditional must be a callable psi -> Distribution")
         self.conditional = conditional
-        event_shape = torch.Size(event_shape)
-        batch_shape = torch.Size(batch_shape)
+        event_shape = check_shape("SemiImplicit", "event_shape", event_shape)
+        batch_shape = check_shape("SemiImplicit", "batch_shape", batch_shape)
         if num_mixing is None:
             if not isinstance(self.mixing, FiniteMixing):
                 raise ValueError("num_mixing=None (exact evaluation) needs a FiniteMixing")
@@ -318,6 +318,10 @@ class SemiImplicit(TorchDistribution):
             raise ValueError(f"role must be 'guide', 'model' or None, got {role!r}")
         if reverse_conditional is not None and not callable(reverse_conditional):
             raise TypeError("reverse_conditional must be a callable z -> Distribution")
+        if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1):
+            raise ValueError(f"chunk_size must be a positive int or None, got {chunk_size!r}")
+        if not isinstance(support, constraints.Constraint):
+            raise TypeError(f"support must be a constraint (e.g. constraints.real), got {type(support).__name__}")
         if support.event_dim not in (0, len(event_shape)):
             raise ValueError(f"support has event_dim {support.event_dim}; expected 0 or {len(event_shape)}")
         self.num_mixing = num_mixing

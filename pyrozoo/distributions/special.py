@@ -7,6 +7,9 @@ r"""Modified Bessel functions of the first kind for directional statistics.
   :math:`x = 0`; the von Mises–Fisher log-normaliser is built on it;
 * :func:`bessel_iv_ratio` — :math:`R_\nu(x) = I_\nu(x) / I_{\nu-1}(x)`; the mean resultant
   length of a vMF on :math:`S^{d-1}` is :math:`A_d(\kappa) = R_{d/2}(\kappa)`;
+* :func:`bessel_iv_ratio_derivative` — :math:`\partial_x R_\nu(x)`, accurate where the textbook
+  form :math:`1 - R_\nu^2 - (2\nu - 1) R_\nu / x` cancels (large :math:`x`); it is also what
+  :func:`bessel_iv_ratio` backpropagates, so the κ-gradients of the vMF entropy and KL use it;
 * :func:`bessel_iv_ratio_bounds` — the Ruiz-Antolín–Segura (2016) bounds on that ratio
   (Theorems 4 and 5 of their paper; eqs. 13, 28 and 29 of Oh et al., "Radial and
   Directional Posteriors for Bayesian Neural Networks"); the midpoint of the Theorem-5
@@ -44,11 +47,23 @@ matters and makes float32 results correctly rounded. Everything is plain torch, 
 wherever the tensors live (CPU or CUDA).
 
 Derivatives (with respect to ``x``; the order gets none):
-:math:`\partial_x \log(I_\nu/x^\nu) = R_{\nu+1}(x)` and
-:math:`\partial_x R_\nu = 1 - R_\nu^2 - (2\nu - 1) R_\nu / x`, both exact. The log-Bessel
-functions are twice differentiable; the ratio once.
+:math:`\partial_x \log(I_\nu/x^\nu) = R_{\nu+1}(x)`, exact. :math:`\partial_x R_\nu = 1 - R_\nu^2 - (2\nu - 1) R_\nu / x`
+is exact too, but evaluated as written it cancels: :math:`R_\nu` is close to the root
+:math:`x / (\nu - \tfrac12 + \sqrt{(\nu - \tfrac12)^2 + x^2})` of that quadratic, so the terms, of size
+:math:`\max(1, \nu/x)`, add up to about :math:`\min(1/(2\nu), \nu/x^2)`, and float64 loses about
+:math:`\log_{10}(x^2/\nu)` digits (relative error :math:`6 \cdot 10^{-3}` at :math:`d = 2`,
+:math:`\kappa = 10^6`). Instead :math:`R_\nu' = q_\nu t_\nu` with :math:`t_\nu = x\,\partial_x \log R_\nu`,
+taken for orders :math:`\ge \nu_0` from the exact x-derivatives of the two expansions
+(:math:`\partial_x \log I_\nu = S/x - x/(2S^2) - x\,\nu\,\partial_p(\log\textstyle\sum_k U_k \nu^{-k})/S^3`, whose
+leading terms leave :math:`t = \delta + O(\delta/\nu)` with :math:`\delta = S_\nu - S_{\nu-1}` computed
+without cancellation) and below from the derivative of the recurrence,
+:math:`t_m = q_m (2m - x^2 q_{m+1} t_{m+1})`, in which no step loses more than a factor 4 for
+:math:`m \ge 1`. Against mpmath on :math:`d \in [2, 10^5]`, :math:`\kappa \in [10^{-4}, 10^6]` its float64
+relative error is below :math:`2 \cdot 10^{-12}` (below :math:`10^{-14}` for :math:`d \ge 100`). The
+log-Bessel functions are twice differentiable; the ratio once.
 """
 
+import functools
 import math
 from fractions import Fraction
 from typing import Tuple, Union
@@ -92,10 +107,29 @@ def _debye_coefficients(num_terms: int):
 
 
 _DEBYE = _debye_coefficients(UAE_TERMS)
+#: ``Q_k`` with :math:`U_k'(p) = p^{k-1} Q_k(p^2)`, i.e. ``c[k][j] * (k + 2j)``
+_DEBYE_DERIVATIVE = [[c * (k + 2 * j) for j, c in enumerate(coeffs)] for k, coeffs in enumerate(_DEBYE)]
+
+
+@functools.lru_cache(maxsize=1024)
+def _debye_univariate(nu: float):
+    r"""For one order: coefficients ``a`` of :math:`\sum_{k \ge 1} U_k(p) \nu^{-k} = \sum_n a_n p^n`
+    (``a[n]``, n = 0..3(K-1), ``a[0] = 0``) and ``b`` with :math:`\nu\, \partial_p \sum_n a_n p^n = \sum_n b_n p^n`.
+
+    Collecting the powers of p halves the work of the two-variable scheme; the large,
+    alternating coefficients of the high :math:`U_k` come with :math:`\nu^{-k} \le 20^{-k}`, so the
+    rounding of the collected sums stays far below the series' own truncation error."""
+    a = [0.0] * (3 * (UAE_TERMS - 1) + 1)
+    for k in range(1, UAE_TERMS):
+        scale = nu ** (-k)
+        for j, c in enumerate(_DEBYE[k]):
+            a[k + 2 * j] += c * scale
+    b = [nu * (n + 1) * a[n + 1] for n in range(len(a) - 1)]
+    return tuple(a), tuple(b)
 
 
 class _TensorOps:
-    """Elementwise operations on float64 tensors."""
+    """Elementwise operations on float64 tensors (orders and arguments both tensors)."""
 
     hypot = staticmethod(torch.hypot)
     log = staticmethod(torch.log)
@@ -112,6 +146,40 @@ class _TensorOps:
     @staticmethod
     def any(mask) -> bool:
         return bool(mask.any())
+
+    @staticmethod
+    def horner(coeffs, z):
+        """``sum_n coeffs[n] z^n`` (in place on one new tensor)."""
+        out = torch.full_like(z, coeffs[-1])
+        for c in reversed(coeffs[:-1]):
+            out.mul_(z).add_(c)
+        return out
+
+
+class _MixedOps(_TensorOps):
+    """One order (a Python float) for a tensor of arguments: the per-order work (steps of the
+    recurrences, the Debye coefficients) is done once, in Python."""
+
+    @staticmethod
+    def hypot(a, b):
+        if not torch.is_tensor(a):
+            a = torch.tensor(a, dtype=b.dtype, device=b.device)
+        return torch.hypot(a, b)
+
+    @staticmethod
+    def lgamma(v):
+        return torch.lgamma(v) if torch.is_tensor(v) else math.lgamma(v)
+
+    @staticmethod
+    def where(cond, a, b):
+        if isinstance(cond, bool):
+            return a if cond else b
+        return torch.where(cond, a, b)
+
+    @staticmethod
+    def steps(nu, top: float):
+        steps = max(0.0, float(math.ceil(top - nu)))
+        return steps, int(steps)
 
 
 class _ScalarOps:
@@ -137,46 +205,116 @@ class _ScalarOps:
     def any(mask) -> bool:
         return bool(mask)
 
+    @staticmethod
+    def horner(coeffs, z):
+        out = coeffs[-1]
+        for c in reversed(coeffs[:-1]):
+            out = out * z + c
+        return out
 
-def _debye_series_log(p, inv_nu, ops):
-    r""":math:`\log \sum_k U_k(p) \nu^{-k}` by Horner's scheme in :math:`t = p/\nu` and :math:`p^2`."""
+
+def _debye_series(p, inv_nu, ops, derivative=False):
+    r""":math:`\log \sum_k U_k(p) \nu^{-k}` and, with ``derivative`` (else ``None``),
+    :math:`E = \nu\, \partial_p \log \sum_k U_k(p) \nu^{-k}
+    = \sum_{k \ge 1} t^{k-1} Q_k(p^2) / \sum_k U_k(p) \nu^{-k}` (:math:`t = p / \nu`,
+    :math:`U_k'(p) = p^{k-1} Q_k(p^2)`).
+
+    With one order (``inv_nu`` a Python float) by Horner's scheme in p on the collected
+    coefficients; otherwise by Horner's scheme in :math:`p^2` for each :math:`U_k` and then in t.
+    """
+    if not torch.is_tensor(inv_nu):
+        a, b = _debye_univariate(1.0 / inv_nu)
+        acc = ops.horner(a, p)
+        return ops.log1p(acc), (ops.horner(b, p) / (1.0 + acc) if derivative else None)
     q = p * p
     t = p * inv_nu
-    acc = 0.0
-    for coeffs in reversed(_DEBYE[1:]):
-        poly = coeffs[-1]
-        for c in reversed(coeffs[:-1]):
-            poly = poly * q + c
-        acc = (acc + poly) * t
-    return ops.log1p(acc)
+    acc = ops.horner(_DEBYE[UAE_TERMS - 1], q).mul_(t)
+    dacc = ops.horner(_DEBYE_DERIVATIVE[UAE_TERMS - 1], q) if derivative else None
+    for k in range(UAE_TERMS - 2, 0, -1):
+        acc.add_(ops.horner(_DEBYE[k], q)).mul_(t)
+        if derivative:
+            dacc.mul_(t).add_(ops.horner(_DEBYE_DERIVATIVE[k], q))
+    return ops.log1p(acc), (dacc.div_(acc + 1.0) if derivative else None)
 
 
 def _uae_log_iv_div_pow(nu, x, ops):
     """log(I_nu(x) / x^nu) for nu >= UAE_MIN_ORDER (float64)."""
     s = ops.hypot(nu, x)
-    return s - nu * ops.log(nu + s) - 0.5 * ops.log(s) - _HALF_LOG_2PI + _debye_series_log(nu / s, 1.0 / nu, ops)
+    return s - nu * ops.log(nu + s) - 0.5 * ops.log(s) - _HALF_LOG_2PI + _debye_series(nu / s, 1.0 / nu, ops)[0]
 
 
-def _uae_log_ratio_div_x(nu, x, ops):
-    """log(R_nu(x) / x) for nu - 1 >= UAE_MIN_ORDER (float64): the difference of two
-    expansions, rearranged so that no term of size nu cancels."""
+def _uae_log_ratio_div_x(nu, x, ops, derivative=False):
+    r"""``(log q, t)`` for nu - 1 >= UAE_MIN_ORDER (float64), with :math:`q = R_\nu(x) / x` and, with
+    ``derivative`` (else ``None``), :math:`t = x\, \partial_x \log R_\nu(x)`.
+
+    ``log q`` is the difference of two expansions, rearranged so that no term of size nu
+    cancels. ``t`` is the difference of the two expansions' exact x-derivatives,
+    :math:`\partial_x \log I_\nu = S/x - x/(2S^2) - x E(p)/S^3`, in which the leading terms
+    :math:`(S_\nu - S_{\nu-1})/x` no longer cancel: what is left, :math:`\delta = (2\nu - 1)/(S_\nu + S_{\nu-1})`,
+    dominates the rest (by a factor of at least about :math:`\nu`), so ``t`` is accurate to a few
+    ulps for every x (whereas :math:`1 - R^2 - (2\nu - 1) R / x` loses :math:`\log_{10}(x^2/\nu)` digits).
+    """
     s_hi = ops.hypot(nu, x)
     s_lo = ops.hypot(nu - 1.0, x)
     delta = (2.0 * nu - 1.0) / (s_hi + s_lo)  # = s_hi - s_lo
+    log_hi, e_hi = _debye_series(nu / s_hi, 1.0 / nu, ops, derivative)
+    log_lo, e_lo = _debye_series((nu - 1.0) / s_lo, 1.0 / (nu - 1.0), ops, derivative)
     out = delta - ops.log(nu + s_hi) - (nu - 1.0) * ops.log1p((1.0 + delta) / (nu - 1.0 + s_lo))
-    out = out - 0.5 * ops.log1p(delta / s_lo)
-    return out + _debye_series_log(nu / s_hi, 1.0 / nu, ops) - _debye_series_log((nu - 1.0) / s_lo, 1.0 / (nu - 1.0), ops)
+    out = out - 0.5 * ops.log1p(delta / s_lo) + log_hi - log_lo
+    if not derivative:
+        return out, None
+    # x^2 ((nu - 1/2) / (S_hi S_lo)^2 - E_hi / S_hi^3 + E_lo / S_lo^3), with x/S <= 1 so that
+    # nothing overflows for huge x
+    r_hi = x / s_hi
+    r_lo = x / s_lo
+    t = delta + ((nu - 0.5) * r_hi * r_lo / (s_hi * s_lo) - (e_hi * r_hi * r_hi / s_hi - e_lo * r_lo * r_lo / s_lo))
+    return out, t
 
 
-def _ratio_div_x(nu, x, ops):
-    """q_nu = R_nu(x) / x for nu > 0 (float64)."""
-    steps, n_max = ops.steps(nu, UAE_MIN_ORDER + 1.0)
-    top = nu + steps  # top - 1 >= UAE_MIN_ORDER
-    q = ops.exp(_uae_log_ratio_div_x(top, x, ops))
+def _ratio_div_x(nu, x, ops, derivative=False):
+    r"""``(q, t)``: :math:`q_\nu = R_\nu(x) / x` for nu > 0 (float64) and, with ``derivative`` (else
+    ``None``), :math:`t_\nu = x\, \partial_x \log R_\nu(x)`, so that :math:`R_\nu' = q_\nu t_\nu`.
+
+    Below the expansion's range both follow the backward recurrences
+    :math:`q_m = 1 / (2m + x^2 q_{m+1})` and (its derivative)
+    :math:`t_m = q_m (2m - x^2 q_{m+1} t_{m+1})`; the subtraction in the latter loses at most a
+    factor :math:`2m / (m - 1/2)` (4 at m = 1) and the recurrence amplifies the seed's relative
+    error by at most about :math:`(M + 1/2) / (\nu - 1/2)`, so for :math:`\nu \ge 1` nothing of
+    note is lost: the rounding of the ~20 steps adds up to about :math:`10^{-12}` at
+    :math:`\nu = 1` and less above (for :math:`\nu < 1` the derivative itself tends to zero or
+    changes sign near :math:`\nu = 1/2`, and its relative accuracy degrades accordingly).
+    """
+    _, n_max = ops.steps(nu, UAE_MIN_ORDER + 1.0)
+    # One number of steps for every element: orders that need fewer start higher up (where the
+    # expansion is at least as accurate; the recurrences are stable downwards), so no element
+    # needs masking.
+    top = nu + float(n_max)  # top - 1 >= UAE_MIN_ORDER
+    log_q, t = _uae_log_ratio_div_x(top, x, ops, derivative)
+    q = ops.exp(log_q)
+    if n_max == 0:
+        return q, t
     x2 = x * x
-    for k in range(1, n_max + 1):
-        q = ops.where(steps >= k, 1.0 / (2.0 * (top - k) + x2 * q), q)
-    return q
+    m2 = 2.0 * top
+    if torch.is_tensor(q):  # in place on q, t and one buffer: no new tensor per step
+        x2q = torch.empty_like(q)
+        for _ in range(n_max):
+            m2 = m2.sub_(2.0) if torch.is_tensor(m2) else m2 - 2.0
+            torch.mul(x2, q, out=x2q)
+            if derivative:
+                t.mul_(x2q).neg_().add_(m2)  # 2m - x^2 q_{m+1} t_{m+1}
+            torch.add(x2q, m2, out=q).reciprocal_()  # q_m
+            if derivative:
+                t.mul_(q)
+        return q, t
+    for _ in range(n_max):
+        m2 = m2 - 2.0
+        x2q = x2 * q
+        if derivative:
+            t = m2 - x2q * t
+        q = 1.0 / (m2 + x2q)
+        if derivative:
+            t = t * q
+    return q, t
 
 
 def _series_log_iv_div_pow(nu, x, ops):
@@ -201,7 +339,7 @@ def _log_iv_div_pow(nu, x, ops):
     out = _uae_log_iv_div_pow(top, x, ops)
     if n_max == 0:
         return out
-    q = ops.exp(_uae_log_ratio_div_x(top + 1.0, x, ops))  # q_{top+1}
+    q = ops.exp(_uae_log_ratio_div_x(top + 1.0, x, ops)[0])  # q_{top+1}
     x2 = x * x
     for k in range(0, n_max):
         active = steps > k  # adds log(1 / q_m) = log(2m + x^2 q_{m+1}) for m = top - k > nu
@@ -270,6 +408,14 @@ def _prepare(nu: TensorLike, x: TensorLike, name: str, min_order: float, strict:
     return nu64, x_t, None, dtype
 
 
+def _tensor_order(nu):
+    """``(order, ops)`` for the tensor path: one order broadcast over the arguments (``nu`` passed
+    as one number) becomes a Python float evaluated with :class:`_MixedOps`."""
+    if nu.numel() > 0 and all(stride == 0 for stride in nu.stride()):
+        return float(nu.reshape(-1)[0]), _MixedOps
+    return nu, _TensorOps
+
+
 class _LogBesselIv(torch.autograd.Function):
     """log I_nu(x) (``divide_power=False``) or log(I_nu(x) / x^nu), evaluated in float64."""
 
@@ -283,7 +429,8 @@ class _LogBesselIv(torch.autograd.Function):
                 value = value + nu * math.log(x_float) if x_float > 0 else -math.inf
             return torch.full(x.shape, value, dtype=dtype, device=x.device)
         x64 = x.detach().to(torch.float64)
-        out = _log_iv_div_pow(nu, x64, _TensorOps)
+        order, ops = _tensor_order(nu)
+        out = _log_iv_div_pow(order, x64, ops)
         if not divide_power:
             out = out + torch.xlogy(nu, x64)  # added in float64: the two parts may cancel
         return out.to(dtype)
@@ -292,8 +439,10 @@ class _LogBesselIv(torch.autograd.Function):
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
         nu = ctx.nu
-        # d/dx log(I_nu / x^nu) = I_{nu+1} / I_nu  (differentiable: log I is twice differentiable)
-        derivative = bessel_iv_ratio(nu + 1.0, x)
+        # d/dx log(I_nu / x^nu) = I_{nu+1} / I_nu  (differentiable: log I is twice differentiable);
+        # one order broadcast over x is passed on as one number (its faster path)
+        order = _tensor_order(nu)[0] if torch.is_tensor(nu) else nu
+        derivative = bessel_iv_ratio(order + 1.0, x)
         if not ctx.divide_power:
             if torch.is_tensor(nu):
                 nu = nu.to(x.dtype)
@@ -306,17 +455,18 @@ class _LogBesselIv(torch.autograd.Function):
 class _BesselIvRatio(torch.autograd.Function):
     @staticmethod
     def forward(ctx, nu, x, x_float, dtype):
+        derivative = ctx.needs_input_grad[1]
         if x_float is not None:
-            q = _ratio_div_x(nu, x_float, _ScalarOps)
-            ratio = x_float * q
-            # R' = 1 - R^2 - (2 nu - 1) R / x, written with q = R / x so that x = 0 is fine
-            ctx.save_for_backward(torch.full(x.shape, 1.0 - ratio * ratio - (2.0 * nu - 1.0) * q, dtype=dtype, device=x.device))
-            return torch.full(x.shape, ratio, dtype=dtype, device=x.device)
+            q, t = _ratio_div_x(nu, x_float, _ScalarOps, derivative)
+            if derivative:  # R' = q t (see _ratio_div_x), fine at x = 0 (t = 1 there)
+                ctx.save_for_backward(torch.full(x.shape, q * t, dtype=dtype, device=x.device))
+            return torch.full(x.shape, x_float * q, dtype=dtype, device=x.device)
         x64 = x.detach().to(torch.float64)
-        q = _ratio_div_x(nu, x64, _TensorOps)
-        ratio = x64 * q
-        ctx.save_for_backward((1.0 - ratio * ratio - (2.0 * nu - 1.0) * q).to(dtype))
-        return ratio.to(dtype)
+        order, ops = _tensor_order(nu)
+        q, t = _ratio_div_x(order, x64, ops, derivative)
+        if derivative:
+            ctx.save_for_backward((q * t).to(dtype))
+        return (x64 * q).to(dtype)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -362,7 +512,8 @@ def bessel_iv_ratio(nu: TensorLike, x: TensorLike, method: str = "exact") -> tor
         functions, relative error :math:`\approx 1.4 \cdot 10^{-5} (100/d)^2` for :math:`d \gtrsim 10`
         (up to about 7% at :math:`d = 2` and 2.5% at :math:`d = 3`), differentiated by autograd
         through the bound formulas.
-    Differentiable in ``x`` (``"exact"``: :math:`R' = 1 - R^2 - (2\nu - 1) R / x`).
+    Differentiable in ``x`` (``"exact"``: by :func:`bessel_iv_ratio_derivative`, relative error below
+    :math:`2 \cdot 10^{-12}` in float64 for :math:`\nu \ge 1`, :math:`x \le 10^6`).
     """
     if method not in ("exact", "midpoint"):
         raise ValueError(f"bessel_iv_ratio: method must be 'exact' or 'midpoint', got {method!r}")
@@ -371,6 +522,31 @@ def bessel_iv_ratio(nu: TensorLike, x: TensorLike, method: str = "exact") -> tor
         return 0.5 * (lower + upper)
     nu, x, x_float, dtype = _prepare(nu, x, "bessel_iv_ratio", 0.0, strict=True)
     return _BesselIvRatio.apply(nu, x, x_float, dtype)
+
+
+def bessel_iv_ratio_derivative(nu: TensorLike, x: TensorLike) -> torch.Tensor:
+    r""":math:`\partial_x R_\nu(x)` for :math:`\nu > 0`, :math:`x \ge 0`; for a vMF on :math:`S^{d-1}`,
+    :math:`A_d'(\kappa) = R_{d/2}'(\kappa) = \mathrm{Var}[\mu^\top x]`.
+
+    Equal to :math:`1 - R_\nu^2 - (2\nu - 1) R_\nu / x` (:math:`1/(2\nu)` at :math:`x = 0`), but computed
+    without that form's cancellation (see the module docstring): against mpmath on
+    :math:`d = 2\nu \in [2, 10^5]`, :math:`x \in [10^{-4}, 10^6]` the float64 relative error is below
+    :math:`2 \cdot 10^{-12}` (the textbook form reaches :math:`6 \cdot 10^{-3}`); float32 results are the
+    float64 ones rounded. For :math:`\nu < 1` (not a vMF order) the relative accuracy degrades as
+    the derivative approaches 0 at large x (at :math:`\nu = 1/2` it is :math:`\cosh^{-2} x`).
+
+    The result has no autograd history (it is what :func:`bessel_iv_ratio` backpropagates);
+    ``x`` that requires grad is refused rather than silently cut off.
+    """
+    nu, x, x_float, dtype = _prepare(nu, x, "bessel_iv_ratio_derivative", 0.0, strict=True)
+    if x.requires_grad:
+        raise ValueError("bessel_iv_ratio_derivative is not differentiable; differentiate bessel_iv_ratio instead, or pass x.detach()")
+    if x_float is not None:
+        q, t = _ratio_div_x(nu, x_float, _ScalarOps, True)
+        return torch.full(x.shape, q * t, dtype=dtype, device=x.device)
+    order, ops = _tensor_order(nu)
+    q, t = _ratio_div_x(order, x.to(torch.float64), ops, True)
+    return (q * t).to(dtype)
 
 
 def bessel_iv_ratio_bounds(nu: TensorLike, x: TensorLike, theorem: int = 5) -> Tuple[torch.Tensor, torch.Tensor]:

@@ -17,9 +17,12 @@ there is no ``sample``; draw prior samples from the hierarchical model instead.
 """
 
 import math
+import numbers
 
 import torch
 from pyro.distributions import TorchDistribution, constraints
+
+from pyrozoo.distributions.constraints import nonnegative_finite, positive_finite
 
 _LOG_2 = math.log(2.0)
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -28,21 +31,47 @@ _LOG_2PI = math.log(2.0 * math.pi)
 class SSGLExpectedLogDensity(TorchDistribution):
     r"""``log_prob(beta)`` is the expectation above, elementwise.
 
-    :param kappa0, kappa1, rho: tensors broadcastable to the weight's shape.
-    :param sigma: the global scale :math:`\sigma` (0-dim tensor).
-    :param float v0, v1: the SSGL hyperparameters.
+    :param kappa0, kappa1: non-negative finite tensors broadcastable to the weight's shape.
+    :param rho: tensor in :math:`[0, 1]` broadcastable to the weight's shape.
+    :param sigma: the global scale :math:`\sigma > 0` (a 0-dim tensor, or one that
+        broadcasts to the batch shape without enlarging it).
+    :param float v0, v1: the SSGL hyperparameters, positive and finite (always checked: they
+        are Python numbers, so this costs no device synchronisation).
     """
 
-    arg_constraints = {}
+    arg_constraints = {
+        "kappa0": nonnegative_finite,
+        "kappa1": nonnegative_finite,
+        "rho": constraints.unit_interval,
+        "sigma": positive_finite,
+    }
     support = constraints.real
     has_rsample = False
 
     def __init__(self, kappa0: torch.Tensor, kappa1: torch.Tensor, rho: torch.Tensor, sigma: torch.Tensor, v0: float, v1: float, validate_args=None):
+        for name, t in (("kappa0", kappa0), ("kappa1", kappa1), ("rho", rho), ("sigma", sigma)):
+            if not torch.is_tensor(t):
+                raise TypeError(f"SSGLExpectedLogDensity: {name} must be a tensor, got {type(t).__name__}")
+        for name, v in (("v0", v0), ("v1", v1)):
+            if isinstance(v, bool) or not isinstance(v, numbers.Real):
+                raise TypeError(f"SSGLExpectedLogDensity: {name} must be a real number, got {type(v).__name__}")
+            if not 0 < v < math.inf:
+                raise ValueError(f"SSGLExpectedLogDensity: {name} must be a positive finite number, got {v!r}")
         self.kappa0, self.kappa1, self.rho, self.sigma = kappa0, kappa1, rho, sigma
         self.v0, self.v1 = float(v0), float(v1)
         shapes = (kappa0.shape, kappa1.shape, rho.shape)
         # built on every step of a sampler: skip torch.broadcast_shapes (tens of microseconds) in the usual case of equal shapes
-        batch_shape = shapes[0] if shapes[0] == shapes[1] == shapes[2] else torch.broadcast_shapes(*shapes)
+        batch_shape = with_sigma = None
+        try:
+            batch_shape = shapes[0] if shapes[0] == shapes[1] == shapes[2] else torch.broadcast_shapes(*shapes)
+            with_sigma = torch.broadcast_shapes(sigma.shape, batch_shape) if sigma.dim() else batch_shape
+        except RuntimeError:
+            pass
+        if batch_shape is None or with_sigma != batch_shape:
+            raise ValueError(
+                f"SSGLExpectedLogDensity: kappa0 {tuple(kappa0.shape)}, kappa1 {tuple(kappa1.shape)}, rho {tuple(rho.shape)} "
+                f"and sigma {tuple(sigma.shape)} do not broadcast to one batch shape (sigma may not enlarge it)"
+            ) from None
         super().__init__(batch_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):

@@ -1,7 +1,36 @@
 """Small helpers shared by the distributions and the priors that use them."""
 
+import numbers
+
 import torch
 from torch.distributions import Distribution, Independent
+from torch.distributions.utils import broadcast_all
+
+
+def broadcast_params(family: str, **params):
+    """``broadcast_all`` of the named parameters, with a ``ValueError`` that names the family and
+    every parameter's shape where they do not broadcast (torch's is a ``RuntimeError`` about
+    "tensor a" and "tensor b")."""
+    for name, v in params.items():
+        if not (torch.is_tensor(v) or isinstance(v, numbers.Real)):
+            raise TypeError(f"{family}: {name} must be a tensor or a real number, got {type(v).__name__}")
+    try:
+        return broadcast_all(*params.values())
+    except RuntimeError:
+        shapes = ", ".join(f"{name} {tuple(v.shape) if torch.is_tensor(v) else ()}" for name, v in params.items())
+        raise ValueError(f"{family}: parameters of shapes {shapes} do not broadcast to one batch shape") from None
+
+
+def check_shape(family: str, name: str, shape) -> torch.Size:
+    """``shape`` as a ``torch.Size`` of non-negative ints, else a ``ValueError`` naming ``name``
+    (``torch.Size`` itself accepts negative sizes)."""
+    try:
+        size = torch.Size(shape if not isinstance(shape, int) else (shape,))
+    except TypeError:
+        raise TypeError(f"{family}: {name} must be a sequence of ints, got {shape!r}") from None
+    if any(s < 0 for s in size):
+        raise ValueError(f"{family}: {name} must have non-negative sizes, got {tuple(size)}")
+    return size
 
 
 def distribution_to(d: Distribution, device=None, dtype=None) -> Distribution:

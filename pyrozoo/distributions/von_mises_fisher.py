@@ -8,6 +8,7 @@ Its special functions come from :mod:`pyrozoo.distributions.special`; its KL div
 """
 
 import math
+import numbers
 from typing import Optional
 
 import pyro.distributions as dist
@@ -16,11 +17,16 @@ from pyro.distributions import TorchDistribution, constraints
 from pyro.distributions.score_parts import ScoreParts
 from torch.distributions.utils import lazy_property
 
-from pyrozoo.distributions.special import bessel_iv_ratio, log_bessel_iv_div_pow
-from pyrozoo.distributions.util import sum_rightmost
+from pyrozoo.distributions.constraints import positive_finite
+from pyrozoo.distributions.special import bessel_iv_ratio, bessel_iv_ratio_derivative, log_bessel_iv_div_pow
+from pyrozoo.distributions.util import check_shape, sum_rightmost
 
 #: a sampler that has not accepted every proposal after this many rounds is broken
 _MAX_REJECTION_ROUNDS = 10_000
+#: after this many rounds (for valid parameters a chance below 1e-26 per element: acceptance is at
+#: least about 0.7 and every round makes two or more proposals) the caller's ``on_stall`` diagnoses
+#: the elements still pending, e.g. an invalid parameter that slipped past validation
+_STALL_ROUNDS = 25
 
 
 def _compact(t: torch.Tensor) -> torch.Tensor:
@@ -31,17 +37,21 @@ def _compact(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
-def _first_accepted(n: int, tries: int, draw, device) -> torch.Tensor:
+def _first_accepted(n: int, tries: int, draw, device, on_stall=None) -> torch.Tensor:
     """``n`` values from a vectorised rejection sampler.
 
     ``draw(index, k, tries)`` returns proposals and acceptance flags of shape ``(k, tries)`` for
     the ``k`` elements in ``index`` (``None``: all ``n``). Each element takes its first accepted
     proposal; elements with none are redrawn. Several proposals per element and round keep
     the number of rounds (each a handful of tensor operations) at about one for small ``n``.
+    ``on_stall(index)``, if given, is called once with the elements still pending after
+    ``_STALL_ROUNDS`` rounds (it may raise a more specific error than the generic one).
     """
     out = None
     pending = None
-    for _ in range(_MAX_REJECTION_ROUNDS):
+    for round_ in range(_MAX_REJECTION_ROUNDS):
+        if round_ == _STALL_ROUNDS and on_stall is not None:
+            on_stall(pending)
         k = n if pending is None else pending.numel()
         values, accept = draw(pending, k, tries)
         accepted = accept.any(-1)
@@ -198,13 +208,21 @@ class VonMisesFisher(TorchDistribution):
     cost, which makes the κ-gradient unbiased.
 
     :param torch.Tensor loc: mean direction(s), shape ``batch_shape + (d,)``, unit norm.
-    :param concentration: :math:`\kappa > 0`, broadcastable to ``batch_shape`` (e.g. one
+    :param concentration: :math:`0 < \kappa < \infty`, broadcastable to ``batch_shape`` (e.g. one
         value shared by all rows of a layer).
     :param bool gradient_correction: include the rejection-sampling correction in
         :meth:`score_parts`.
+
+    **Validation.** With ``validate_args`` (Pyro's and torch's default) a ``loc`` off the unit
+    sphere and a concentration that is not positive and finite (``inf``, NaN, ``0``) are a
+    ``ValueError`` at construction that names the parameter. A concentration given as a Python
+    number is checked even without ``validate_args``: that check needs no device
+    synchronisation, which checking a (CUDA) tensor on every construction would. A tensor
+    concentration that slips through with validation off fails at the first ``rsample`` with
+    a ``ValueError`` naming it (instead of a sampler that never accepts).
     """
 
-    arg_constraints = {"loc": constraints.sphere, "concentration": constraints.positive}
+    arg_constraints = {"loc": constraints.sphere, "concentration": positive_finite}
     support = constraints.sphere
     has_rsample = True
 
@@ -214,6 +232,8 @@ class VonMisesFisher(TorchDistribution):
         if loc.dim() < 1 or loc.shape[-1] < 2:
             raise ValueError(f"VonMisesFisher: loc must have shape batch_shape + (d,) with d >= 2, got {tuple(loc.shape)}")
         if not torch.is_tensor(concentration):
+            if isinstance(concentration, numbers.Real) and not 0 < concentration < math.inf:
+                raise ValueError(f"VonMisesFisher: the concentration must be positive and finite, got {concentration!r}")
             concentration = torch.as_tensor(concentration, dtype=loc.dtype, device=loc.device)
         elif concentration.dtype != loc.dtype:
             concentration = concentration.to(loc.dtype)
@@ -276,11 +296,16 @@ class VonMisesFisher(TorchDistribution):
     def variance(self) -> torch.Tensor:
         r"""Per-coordinate variance: :math:`E[x x^\top] = (A/\kappa) I + (1 - d A / \kappa) \mu\mu^\top`, so
         :math:`\mathrm{Var}[x_i] = A/\kappa + (A' - A/\kappa)\mu_i^2` with
-        :math:`A' = 1 - A^2 - (d-1)A/\kappa` (float64: the terms cancel for large :math:`\kappa`)."""
+        :math:`A' = 1 - A^2 - (d-1)A/\kappa`, whose terms cancel for large :math:`\kappa`: its value
+        comes from :func:`~pyrozoo.distributions.special.bessel_iv_ratio_derivative`, and only its
+        gradient (where :math:`\kappa` requires one) from the closed form."""
         kappa = _compact(self.concentration).to(torch.float64)
         a = vmf_mean_resultant_length(self.dim, kappa)
         a_over_k = a / kappa
-        a_prime = 1.0 - a * a - (self.dim - 1.0) * a_over_k
+        a_prime = bessel_iv_ratio_derivative(self.dim / 2.0, kappa.detach())
+        if kappa.requires_grad:
+            closed_form = 1.0 - a * a - (self.dim - 1.0) * a_over_k
+            a_prime = a_prime + (closed_form - closed_form.detach())
         a_over_k = a_over_k.to(self.loc.dtype).expand(self.batch_shape).unsqueeze(-1)
         a_prime = a_prime.to(self.loc.dtype).expand(self.batch_shape).unsqueeze(-1)
         return a_over_k + (a_prime - a_over_k) * self.loc.square()
@@ -323,11 +348,22 @@ class VonMisesFisher(TorchDistribution):
             log_accept = sp * (1.0 - 2.0 * e) / denom + m * (lp + torch.log1p((1.0 - bp) * e / denom))
             return e, torch.rand(k, tries, dtype=torch.float64, device=device).log() <= log_accept
 
+        def on_stall(index):
+            # only reached with invalid concentrations (validation off): a NaN acceptance
+            # probability never accepts, and the generic error would come after 10^4 rounds
+            kappa = flat_kappa[index]
+            bad = ~((kappa > 0) & (kappa < math.inf))
+            if bool(bad.any()):
+                raise ValueError(
+                    f"VonMisesFisher: the concentration must be positive and finite to sample, got {kappa[bad][0].item()} "
+                    "(construct with validate_args=True to have it refused at construction)"
+                )
+
         # Acceptance is at least about 0.7: with 8 proposals an element needs a second round with
         # probability < 1e-4, so a batch of rows (RDP's draw) takes one round; for large batches
         # fewer proposals waste less and the extra rounds are cheap next to the tangent.
         n = flat_kappa.numel()
-        return _first_accepted(n, 8 if n <= 512 else (4 if n <= 4096 else 2), draw, device).reshape(kappa64.shape)
+        return _first_accepted(n, 8 if n <= 512 else (4 if n <= 4096 else 2), draw, device, on_stall).reshape(kappa64.shape)
 
     def _w_and_sin(self, kappa: torch.Tensor, eps: torch.Tensor):
         r"""``(w, sqrt(1 - w^2), b)`` in float64 as differentiable functions of ``kappa`` at fixed ``eps``."""
@@ -414,11 +450,14 @@ class HypersphericalUniform(TorchDistribution):
     has_rsample = True  # samples do not depend on any parameter
 
     def __init__(self, dim: int, batch_shape=torch.Size(), *, dtype=None, device=None, validate_args: Optional[bool] = None):
-        if not (isinstance(dim, int) and dim >= 2):
+        if isinstance(dim, bool) or not (isinstance(dim, int) and dim >= 2):
             raise ValueError(f"HypersphericalUniform: dim must be an int >= 2, got {dim!r}")
+        batch_shape = check_shape("HypersphericalUniform", "batch_shape", batch_shape)
+        if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+            raise TypeError(f"HypersphericalUniform: dtype must be a floating-point torch.dtype, got {dtype!r}")
         self._dtype = dtype or torch.get_default_dtype()
         self._device = torch.device(device) if device is not None else torch.device("cpu")
-        super().__init__(torch.Size(batch_shape), torch.Size([dim]), validate_args=validate_args)
+        super().__init__(batch_shape, torch.Size([dim]), validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(HypersphericalUniform, _instance)

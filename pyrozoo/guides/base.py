@@ -12,10 +12,13 @@ Latent sites inside (possibly subsampled) plates get parameters of the plate's f
 size, sliced by the plate's indices each call, as in Pyro's ``AutoNormal``.
 """
 
+import math
+import numbers
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
+import numpy as np
 import pyro
 import pyro.distributions as dist
 import torch
@@ -26,6 +29,77 @@ from pyro.infer.autoguide.initialization import init_to_median
 
 from pyrozoo.distributions import LogScaleNormal
 from pyrozoo.models.priors import INIT_VALUE_KEY
+
+
+# -- argument checks shared by the guides' constructors ---------------------------------------
+# Each raises a TypeError for a wrong type and a ValueError for a wrong value, naming the guide
+# and the argument. They run once per construction, on Python values: no device work.
+
+
+def check_real(owner: str, name: str, value, *, positive: bool = False, low: Optional[float] = None, high: Optional[float] = None) -> float:
+    """``value`` as a float: a real number (not a bool), finite, ``> 0`` with ``positive`` and
+    strictly inside ``(low, high)`` where those are given."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{owner}: {name} must be a real number, got {type(value).__name__} {value!r}")
+    value = float(value)
+    ok = math.isfinite(value) and (not positive or value > 0) and (low is None or value > low) and (high is None or value < high)
+    if not ok:
+        what = "a positive finite number" if positive else "a finite number"
+        if low is not None or high is not None:
+            what += f" in ({'-inf' if low is None else low:g}, {'inf' if high is None else high:g})"
+        raise ValueError(f"{owner}: {name} must be {what}, got {value!r}")
+    return value
+
+
+def check_int(owner: str, name: str, value, *, minimum: int) -> int:
+    """``value``: an int (not a bool) ``>= minimum``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{owner}: {name} must be an int, got {type(value).__name__} {value!r}")
+    if value < minimum:
+        raise ValueError(f"{owner}: {name} must be an int >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def check_bool(owner: str, name: str, value) -> bool:
+    """``value``: a bool (a string such as ``"False"`` would silently count as true)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{owner}: {name} must be a bool, got {type(value).__name__} {value!r}")
+    return bool(value)
+
+
+def check_bounds(owner: str, name: str, value) -> Tuple[float, float]:
+    """``value``: a pair ``(low, high)`` of finite numbers with ``low < high``."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise TypeError(f"{owner}: {name} must be a pair (low, high), got {value!r}")
+    pair = tuple(value)
+    if len(pair) != 2:
+        raise ValueError(f"{owner}: {name} must be a pair (low, high), got {value!r}")
+    low, high = (check_real(owner, name, b) for b in pair)
+    if not low < high:
+        raise ValueError(f"{owner}: {name} must satisfy low < high, got {value!r}")
+    return low, high
+
+
+def check_callable(owner: str, name: str, value, *, optional: bool = False):
+    if (value is None and not optional) or (value is not None and not callable(value)):
+        raise TypeError(f"{owner}: {name} must be callable{' or None' if optional else ''}, got {type(value).__name__}")
+    return value
+
+
+def check_names(owner: str, name: str, value, *, optional: bool = False) -> Optional[frozenset]:
+    """``value``: an iterable of site names (a bare string would be taken letter by letter)."""
+    if value is None and optional:
+        return None
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"{owner}: {name} must be an iterable of site names, got the string {value!r} (use [{value!r}])")
+    try:
+        names = frozenset(value)
+    except TypeError:
+        raise TypeError(f"{owner}: {name} must be an iterable of site names, got {type(value).__name__}") from None
+    bad = [n for n in names if not isinstance(n, str)]
+    if bad:
+        raise TypeError(f"{owner}: {name} must contain site names (strings), got {bad[0]!r}")
+    return names
 
 
 def init_to_network(site: dict, fallback: Callable = init_to_median) -> torch.Tensor:
@@ -91,9 +165,14 @@ class SitewiseGuide(AutoGuide):
     """
 
     def __init__(self, model, *, init_loc_fn: Callable = init_to_network, hide=(), create_plates=None):
+        owner = type(self).__name__
+        check_callable(owner, "model", model)
+        check_callable(owner, "init_loc_fn", init_loc_fn)
+        check_callable(owner, "create_plates", create_plates, optional=True)
+        hide = check_names(owner, "hide", hide)
         super().__init__(model, create_plates=create_plates)
         self.init_loc_fn = init_loc_fn
-        self._hide = frozenset(hide)
+        self._hide = hide
         self._sites: Dict[str, SiteInfo] = {}
         self._has_plates = False
 

@@ -1,6 +1,5 @@
 """The guide of Bayesian compression: group-scale posteriors and non-centred weight posteriors."""
 
-import math
 from typing import Callable, Dict, Optional, Tuple
 
 import pyro
@@ -11,7 +10,7 @@ from torch import nn
 
 from pyrozoo.distributions import LogScaleNormal
 from pyrozoo.distributions.dropout_normal import DropoutNormal
-from pyrozoo.guides.base import SitewiseGuide, init_to_network
+from pyrozoo.guides.base import SitewiseGuide, check_bounds, check_real, init_to_network
 
 _FLOOR = 1e-16
 
@@ -58,14 +57,11 @@ class BayesianCompressionGuide(SitewiseGuide):
         init_loc_fn: Callable = init_to_network,
         create_plates=None,
     ):
-        for name, v in (("init_log_sigma2", init_log_sigma2), ("init_log_scale", init_log_scale)):
-            if not (isinstance(v, (int, float)) and math.isfinite(v)):
-                raise ValueError(f"{name} must be a finite number, got {v!r}")
+        owner = type(self).__name__
+        init_log_sigma2 = check_real(owner, "init_log_sigma2", init_log_sigma2)
+        init_log_scale = check_real(owner, "init_log_scale", init_log_scale)
         if log_alpha_bounds is not None:
-            low, high = (float(b) for b in log_alpha_bounds)
-            if not (math.isfinite(low) and math.isfinite(high) and low < high):
-                raise ValueError(f"log_alpha_bounds must be finite with low < high, got {log_alpha_bounds!r}")
-            log_alpha_bounds = (low, high)
+            log_alpha_bounds = check_bounds(owner, "log_alpha_bounds", log_alpha_bounds)
         prior = getattr(model, "prior", None)
         if not hasattr(prior, "scale_factors"):
             raise TypeError("BayesianCompressionGuide needs a model whose prior is a GroupScalePrior (BC-GNJ or BC-GHS)")

@@ -6,7 +6,7 @@ from typing import Callable, Optional
 import torch
 from torch import nn
 
-from pyrozoo.guides.base import SitewiseGuide, init_to_network, normal_on_support
+from pyrozoo.guides.base import SitewiseGuide, check_real, init_to_network, normal_on_support
 
 
 class MeanFieldNormalGuide(SitewiseGuide):
@@ -42,15 +42,15 @@ class MeanFieldNormalGuide(SitewiseGuide):
         hide=(),
         create_plates=None,
     ):
-        if not (isinstance(init_scale, (int, float)) and init_scale > 0 and math.isfinite(init_scale)):
-            raise ValueError(f"init_scale must be a positive finite number, got {init_scale!r}")
-        if max_scale is not None and not (max_scale > 0 and math.isfinite(max_scale)):
-            raise ValueError(f"max_scale must be a positive finite number or None, got {max_scale!r}")
-        if max_scale is not None and init_scale > max_scale:
-            raise ValueError(f"init_scale={init_scale} exceeds max_scale={max_scale}")
+        owner = type(self).__name__
+        init_scale = check_real(owner, "init_scale", init_scale, positive=True)
+        if max_scale is not None:
+            max_scale = check_real(owner, "max_scale", max_scale, positive=True)
+            if init_scale > max_scale:
+                raise ValueError(f"{owner}: init_scale={init_scale} exceeds max_scale={max_scale}")
         super().__init__(model, init_loc_fn=init_loc_fn, hide=hide, create_plates=create_plates)
-        self.init_scale = float(init_scale)
-        self.max_scale = None if max_scale is None else float(max_scale)
+        self.init_scale = init_scale
+        self.max_scale = max_scale
         self.locs = nn.ParameterDict()
         self.log_scales = nn.ParameterDict()
 

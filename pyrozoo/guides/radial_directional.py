@@ -36,7 +36,7 @@ from torch import nn
 
 from pyrozoo.distributions import VonMisesFisher
 from pyrozoo.distributions.von_mises_fisher import vmf_concentration
-from pyrozoo.guides.base import _base_constraint, init_to_network, param_key
+from pyrozoo.guides.base import _base_constraint, check_bool, check_real, init_to_network, param_key
 from pyrozoo.guides.mean_field import MeanFieldNormalGuide
 from pyrozoo.models.radial_directional import LOCATION_SITE_KEY
 
@@ -73,11 +73,12 @@ class RadialDirectionalGuide(MeanFieldNormalGuide):
         hide=(),
         create_plates=None,
     ):
-        if not (isinstance(init_direction_epsilon, (int, float)) and 0 < init_direction_epsilon < 1):
-            raise ValueError(f"init_direction_epsilon must lie in (0, 1), got {init_direction_epsilon!r}")
+        owner = type(self).__name__
+        init_direction_epsilon = check_real(owner, "init_direction_epsilon", init_direction_epsilon, low=0.0, high=1.0)
+        gradient_correction = check_bool(owner, "gradient_correction", gradient_correction)
         super().__init__(model, init_loc_fn=init_loc_fn, init_scale=init_scale, max_scale=max_scale, hide=hide, create_plates=create_plates)
-        self.init_direction_epsilon = float(init_direction_epsilon)
-        self.gradient_correction = bool(gradient_correction)
+        self.init_direction_epsilon = init_direction_epsilon
+        self.gradient_correction = gradient_correction
         self.direction_locs = nn.ParameterDict()
         self.log_concentrations = nn.ParameterDict()
         #: direction sites, in model order: {site name: event_dim}

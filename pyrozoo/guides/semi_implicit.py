@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from pyrozoo.distributions import ImplicitMixing, SemiImplicit
-from pyrozoo.guides.base import init_to_network, normal_on_support
+from pyrozoo.guides.base import check_callable, check_int, check_names, check_real, init_to_network, normal_on_support
 from pyrozoo.guides.mean_field import MeanFieldNormalGuide
 from pyrozoo.models.architectures import MLP
 
@@ -70,22 +70,25 @@ class SemiImplicitGuide(MeanFieldNormalGuide):
         hide=(),
         create_plates=None,
     ):
-        super().__init__(model, init_loc_fn=init_loc_fn, init_scale=init_scale, max_scale=max_scale, hide=hide, create_plates=create_plates)
-        if isinstance(noise_dim, bool) or not isinstance(noise_dim, int) or noise_dim < 1:
-            raise ValueError(f"noise_dim must be a positive int, got {noise_dim!r}")
+        owner = type(self).__name__
+        noise_dim = check_int(owner, "noise_dim", noise_dim, minimum=1)
         if grouping not in GROUPINGS:
-            raise ValueError(f"grouping must be one of {GROUPINGS}, got {grouping!r}")
-        if isinstance(num_mixing, bool) or not isinstance(num_mixing, int) or num_mixing < 0:
-            raise ValueError(f"num_mixing must be a non-negative int, got {num_mixing!r}")
-        if not (mixing_scale > 0 and math.isfinite(mixing_scale)):
-            raise ValueError(f"mixing_scale must be positive and finite, got {mixing_scale!r}")
+            raise ValueError(f"{owner}: grouping must be one of {GROUPINGS}, got {grouping!r}")
+        num_mixing = check_int(owner, "num_mixing", num_mixing, minimum=0)
+        mixing_scale = check_real(owner, "mixing_scale", mixing_scale, positive=True)
+        if isinstance(hidden, (int, str)) or not hasattr(hidden, "__iter__"):
+            raise TypeError(f"{owner}: hidden must be a sequence of layer sizes, got {hidden!r}")
+        hidden = tuple(check_int(owner, "hidden", h, minimum=1) for h in hidden)
+        check_callable(owner, "activation", activation)
+        selected = check_names(owner, "sites", sites, optional=True)
+        super().__init__(model, init_loc_fn=init_loc_fn, init_scale=init_scale, max_scale=max_scale, hide=hide, create_plates=create_plates)
         self.noise_dim = noise_dim
-        self.hidden = tuple(int(h) for h in hidden)
+        self.hidden = hidden
         self.grouping = grouping
         self.num_mixing = num_mixing
-        self.mixing_scale = float(mixing_scale)
+        self.mixing_scale = mixing_scale
         self.activation = activation
-        self._selected = None if sites is None else frozenset(sites)
+        self._selected = selected
         self.hypernets = nn.ModuleDict()
         self._groups = {}
 

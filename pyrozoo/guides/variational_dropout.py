@@ -8,7 +8,7 @@ from pyro.infer.autoguide.initialization import InitMessenger
 from torch import nn
 
 from pyrozoo.distributions.dropout_normal import DropoutNormal
-from pyrozoo.guides.base import SitewiseGuide, init_to_network
+from pyrozoo.guides.base import SitewiseGuide, check_bool, check_bounds, check_real, init_to_network
 
 #: the parameterisations of the thesis' eq. 11 / Table 2
 PARAMETERIZATIONS = ("additive", "weight", "neuron", "layer", "zero-mean")
@@ -67,12 +67,6 @@ class _AdditivePosterior(torch.autograd.Function):
         if g_theta.shape != theta.shape:
             g_theta = g_theta.expand(theta.shape)
         return g_theta, g_log_sigma2, None, None, None, None
-
-
-def _check_finite(name, value):
-    if not (isinstance(value, (int, float)) and math.isfinite(value)):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    return float(value)
 
 
 class VariationalDropoutGuide(SitewiseGuide):
@@ -135,16 +129,14 @@ class VariationalDropoutGuide(SitewiseGuide):
         hide=(),
         create_plates=None,
     ):
-        if parameterization not in PARAMETERIZATIONS:
-            raise ValueError(f"parameterization must be one of {PARAMETERIZATIONS}, got {parameterization!r}")
-        init_log_sigma2 = _check_finite("init_log_sigma2", init_log_sigma2)
-        init_log_alpha = _check_finite("init_log_alpha", init_log_alpha)
-        if len(tuple(log_alpha_bounds)) != 2:
-            raise ValueError(f"log_alpha_bounds must be (low, high), got {log_alpha_bounds!r}")
-        low, high = (_check_finite("log_alpha_bounds", b) for b in log_alpha_bounds)
-        if not low < high:
-            raise ValueError(f"log_alpha_bounds must satisfy low < high, got {log_alpha_bounds!r}")
-        threshold = _check_finite("threshold", threshold)
+        owner = type(self).__name__
+        if not isinstance(parameterization, str) or parameterization not in PARAMETERIZATIONS:
+            raise ValueError(f"{owner}: parameterization must be one of {PARAMETERIZATIONS}, got {parameterization!r}")
+        init_log_sigma2 = check_real(owner, "init_log_sigma2", init_log_sigma2)
+        init_log_alpha = check_real(owner, "init_log_alpha", init_log_alpha)
+        low, high = check_bounds(owner, "log_alpha_bounds", log_alpha_bounds)
+        train_clip = check_bool(owner, "train_clip", train_clip)
+        threshold = check_real(owner, "threshold", threshold)
         if not low < threshold < high:
             raise ValueError(f"the log alpha threshold {threshold} must lie inside log_alpha_bounds ({low}, {high}); outside them it prunes nothing or everything")
         if parameterization != "additive" and not low <= init_log_alpha <= high:
@@ -264,7 +256,7 @@ class VariationalDropoutGuide(SitewiseGuide):
     @torch.no_grad()
     def keep_masks(self, threshold: Optional[float] = None) -> Dict[str, torch.Tensor]:
         """``{site: log alpha < threshold}`` (True = kept); Molchanov et al. prune at 3."""
-        t = self.threshold if threshold is None else _check_finite("threshold", threshold)
+        t = self.threshold if threshold is None else check_real(type(self).__name__, "threshold", threshold)
         return {name: self.log_alpha(name) < t for name in self.sites()}
 
     def mean_network(self, net: Optional[nn.Module] = None, masked: bool = False, threshold: Optional[float] = None) -> nn.Module:

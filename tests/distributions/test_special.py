@@ -3,7 +3,9 @@
 The references (``bessel_references.json``, written by ``generate_bessel_references.py`` at 40
 significant digits) cover d in [2, 1e5] (every d up to 24 and around the switch between the
 asymptotic expansion and the recurrence) and kappa in [1e-4, 1e6], plus the concentrations RDP
-uses. ``log I`` is checked for both orders d/2 - 1 and d/2 of every point.
+uses. ``log I`` is checked for both orders d/2 - 1 and d/2 of every point; the ratio's
+kappa-derivative A_d' (and through it the kappa-gradients of the vMF entropy and KLs) against
+A_d' formed at 40 digits.
 """
 
 import json
@@ -17,6 +19,7 @@ from pyrozoo.distributions.special import (
     UAE_MIN_ORDER,
     bessel_iv_ratio,
     bessel_iv_ratio_bounds,
+    bessel_iv_ratio_derivative,
     log_bessel_iv,
     log_bessel_iv_div_pow,
 )
@@ -28,7 +31,8 @@ F32_EPS = torch.finfo(torch.float32).eps
 def _grid(device, dtype=torch.float64):
     d = torch.tensor([p["d"] for p in REFERENCES], dtype=dtype, device=device)
     kappa = torch.tensor([p["kappa"] for p in REFERENCES], dtype=dtype, device=device)
-    ref = {key: torch.tensor([p[key] for p in REFERENCES], dtype=torch.float64) for key in ("log_iv", "log_iv_next", "ratio")}
+    keys = ("log_iv", "log_iv_next", "ratio", "ratio_derivative")
+    ref = {key: torch.tensor([p[key] for p in REFERENCES], dtype=torch.float64) for key in keys}
     return d, kappa, ref
 
 
@@ -79,6 +83,130 @@ def test_float32_is_finite_and_correctly_rounded(device):
     assert scaled.max() <= 2 * F32_EPS
     relative, _ = _errors(ratio, bessel_iv_ratio(d.double() / 2, k64).cpu())
     assert relative.max() <= 2 * F32_EPS
+
+
+def test_one_order_for_many_arguments_matches_mpmath(device):
+    """An order given as one number (the vMF's d/2, d/2 - 1) takes its own path (the per-order
+    work done once, in Python): the same accuracy as orders given per element."""
+    d_all, kappa_all, ref = _grid(device)
+    worst = {"log_iv": 0.0, "ratio": 0.0, "ratio_derivative": 0.0}
+    for dim in sorted({p["d"] for p in REFERENCES}):
+        at = d_all == dim
+        kappa = kappa_all[at].clone().requires_grad_()
+        log_iv = log_bessel_iv(dim / 2 - 1, kappa)
+        ratio = bessel_iv_ratio(dim / 2, kappa)
+        (grad,) = torch.autograd.grad(ratio.sum(), kappa)
+        _, scaled = _errors(log_iv, ref["log_iv"][at.cpu()])
+        worst["log_iv"] = max(worst["log_iv"], float(scaled.max()))
+        for key, value in (("ratio", ratio), ("ratio_derivative", grad)):
+            relative, _ = _errors(value, ref[key][at.cpu()])
+            worst[key] = max(worst[key], float(relative.max()))
+    assert worst["log_iv"] <= 1e-12
+    assert worst["ratio"] <= 1e-13
+    assert worst["ratio_derivative"] <= 1e-11
+
+
+def test_ratio_derivative_float64_matches_mpmath(device):
+    """A_d'(kappa) over d in [2, 1e5], kappa in [1e-4, 1e6]. The textbook form
+    1 - A^2 - (d-1) A / kappa cancels (its error grows like kappa^2 / d: 6e-3 at d = 2,
+    kappa = 1e6); the requirement is 1e-6, the method achieves about 1e-12."""
+    d, kappa, ref = _grid(device)
+    dims = {p["d"] for p in REFERENCES}
+    assert {2, 3, 10, 100, 1000, 10_000, 100_000} <= dims
+    for dim in (2, 3, 10, 100, 1000, 10_000, 100_000):  # every decade of kappa for these d
+        kappas = {p["kappa"] for p in REFERENCES if p["d"] == dim}
+        assert all(any(abs(k / 10.0**e - 1) < 1e-12 for k in kappas) for e in range(-4, 7))
+    kappa.requires_grad_()
+    ratio = bessel_iv_ratio(d / 2, kappa)
+    (grad,) = torch.autograd.grad(ratio.sum(), kappa)
+    direct = bessel_iv_ratio_derivative(d / 2, kappa.detach())
+    assert grad.dtype == direct.dtype == torch.float64 and direct.device.type == device.type
+    for value in (grad, direct):
+        relative, _ = _errors(value, ref["ratio_derivative"])
+        assert relative.max() <= 1e-6  # the requirement
+        assert relative.max() <= 1e-11  # what the method achieves (about 2e-12, at d = 2)
+        assert relative[d.cpu() >= 100].max() <= 1e-13
+    # the scalar path (one concentration) at the hardest points: d = 2 and 3, the largest kappa
+    for p in REFERENCES:
+        if p["d"] in (2, 3, 100_000) and p["kappa"] >= 1e5:
+            k = torch.tensor(p["kappa"], dtype=torch.float64, requires_grad=True)
+            (g,) = torch.autograd.grad(bessel_iv_ratio(p["d"] / 2, k), k)
+            assert float(g) == pytest.approx(p["ratio_derivative"], rel=1e-11)
+            assert float(bessel_iv_ratio_derivative(p["d"] / 2, k.detach())) == pytest.approx(p["ratio_derivative"], rel=1e-11)
+
+
+def test_ratio_derivative_float32(device):
+    """float32 derivatives are the float64 ones rounded (half an ulp); against mpmath at the
+    unrounded kappa the rounding of kappa itself adds |d log A' / d log kappa| <= 2 ulps' worth."""
+    d, kappa, ref = _grid(device, torch.float32)
+    worst64, worst_ref = 0.0, 0.0
+    for dim in sorted({p["d"] for p in REFERENCES}):
+        at = d == dim
+        k32 = kappa[at].clone().requires_grad_()
+        (grad,) = torch.autograd.grad(bessel_iv_ratio(dim / 2, k32).sum(), k32)
+        direct = bessel_iv_ratio_derivative(dim / 2, k32.detach())
+        assert grad.dtype == direct.dtype == torch.float32 and bool(torch.equal(grad, direct))
+        expected = bessel_iv_ratio_derivative(dim / 2, k32.detach().double()).cpu()
+        worst64 = max(worst64, float(((grad.double().cpu() - expected).abs() / expected).max()))
+        worst_ref = max(worst_ref, float(_errors(grad, ref["ratio_derivative"][at.cpu()])[0].max()))
+    assert worst64 <= F32_EPS / 2  # correctly rounded
+    assert worst_ref <= 2 * F32_EPS  # about 1.2e-7 (1.03 eps) on this grid
+
+
+def test_ratio_derivative_function(device):
+    x = torch.tensor([0.0, 1e-3, 2.0, 1e6], dtype=torch.float64, device=device)
+    nu = torch.tensor([0.5, 1.0, 3.5, 40.0], dtype=torch.float64, device=device)
+    # at x = 0 the derivative is 1 / (2 nu); elsewhere the textbook form where it does not cancel
+    value = bessel_iv_ratio_derivative(nu, x)
+    assert float(value[0]) == pytest.approx(1.0, rel=1e-15)
+    r = bessel_iv_ratio(nu[1:3], x[1:3])
+    textbook = 1.0 - r * r - (2.0 * nu[1:3] - 1.0) * r / x[1:3]
+    assert torch.allclose(value[1:3], textbook, rtol=1e-13, atol=0)
+    # one order for many arguments, a batch, and one value agree (to rounding, which the
+    # recurrence below order 21 amplifies up to about 100-fold at d = 2)
+    for order in (1.0, 12.5, 30.0):
+        one = bessel_iv_ratio_derivative(order, x)
+        batch = bessel_iv_ratio_derivative(torch.full_like(x, order), x)
+        assert torch.allclose(one, batch, rtol=1e-12, atol=0)
+        assert float(bessel_iv_ratio_derivative(order, float(x[3]))) == pytest.approx(float(one[3]), rel=1e-12)
+    assert bessel_iv_ratio_derivative(2.0, torch.tensor(1.5)).dtype == torch.float32
+    with pytest.raises(ValueError, match="not differentiable"):
+        bessel_iv_ratio_derivative(2.0, torch.tensor([1.5], requires_grad=True))
+    with pytest.raises(ValueError, match="order nu"):
+        bessel_iv_ratio_derivative(0.0, 1.0)
+
+
+def _vmf_reference_points():
+    """(d, kappa, A_d'(kappa)) at the largest concentrations, where A' cancels hardest."""
+    return [(p["d"], p["kappa"], p["ratio_derivative"]) for p in REFERENCES if p["d"] in (2, 3, 10, 100, 10_000) and p["kappa"] >= 3e5]
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_vmf_entropy_and_kl_kappa_gradients_at_large_kappa(dtype, device):
+    """Autograd through the vMF entropy and KLs against closed forms with A' from mpmath:
+    dH/dk = -k A'(k), dKL(vMF || uniform)/dk = k A'(k), dKL(vMF(k) || vMF(k_p))/dk = (k - k_p) A'(k)
+    (same mean). Each autograd sum cancels A_d(k) against A_d(k) (error ~eps k / d, 4e-11 here)."""
+    from pyrozoo.distributions.von_mises_fisher import HypersphericalUniform, VonMisesFisher
+
+    points = _vmf_reference_points()
+    assert len(points) >= 10
+    tol = 1e-9 if dtype == torch.float64 else 2 * F32_EPS
+    for dim, k, a_prime in points:
+        loc = torch.zeros(dim, dtype=dtype, device=device)
+        loc[0] = 1.0
+        kappa = torch.tensor(k, dtype=dtype, device=device, requires_grad=True)
+        q = VonMisesFisher(loc, kappa)
+        k_p = 0.5 * k
+        values = (
+            q.entropy(),
+            torch.distributions.kl_divergence(q, HypersphericalUniform(dim, dtype=dtype, device=device)),
+            torch.distributions.kl_divergence(q, VonMisesFisher(loc, torch.tensor(k_p, dtype=dtype, device=device))),
+        )
+        expected = (-k * a_prime, k * a_prime, (k - k_p) * a_prime)
+        for value, exp in zip(values, expected):
+            (grad,) = torch.autograd.grad(value, kappa)
+            assert grad.dtype == dtype
+            assert abs(float(grad) - exp) <= tol * abs(exp), (dim, k, float(grad), exp)
 
 
 def test_log_bessel_iv_div_pow_is_log_iv_minus_power(device):
@@ -200,8 +328,9 @@ def test_other_bad_input_raises():
 def test_random_grid_matches_live_mpmath():
     """Beyond the committed fixture: log I and the ratio at random (d, kappa), log-uniform over
     d in [2, 1e5] (real d, so orders off the fixture's) and kappa in [1e-4, 1e6], against
-    mpmath evaluated now, in float64 (the issue's tolerances) and float32 (finite, rounded)."""
-    pytest.importorskip("mpmath")
+    mpmath evaluated now, in float64 (the issue's tolerances) and float32 (finite, rounded); and
+    the ratio's kappa-derivative."""
+    mpmath = pytest.importorskip("mpmath")
     from tests.distributions.generate_bessel_references import log_iv
 
     g = torch.Generator().manual_seed(2024)
@@ -209,14 +338,23 @@ def test_random_grid_matches_live_mpmath():
     d = torch.exp(torch.empty(n, dtype=torch.float64).uniform_(math.log(2.0), math.log(1e5), generator=g))
     kappa = torch.exp(torch.empty(n, dtype=torch.float64).uniform_(math.log(1e-4), math.log(1e6), generator=g))
     d[d < 3] = 2.0  # orders in (0, 1/2) would need mpmath.besseli, slow at large kappa; d = 2 (order 0) there
-    ref_a = torch.tensor([float(log_iv(float(di) / 2 - 1, float(ki))) for di, ki in zip(d, kappa)], dtype=torch.float64)
-    ref_b = torch.tensor([float(log_iv(float(di) / 2, float(ki))) for di, ki in zip(d, kappa)], dtype=torch.float64)
+    mp_a = [log_iv(float(di) / 2 - 1, float(ki)) for di, ki in zip(d, kappa)]
+    mp_b = [log_iv(float(di) / 2, float(ki)) for di, ki in zip(d, kappa)]
+    ref_a = torch.tensor([float(v) for v in mp_a], dtype=torch.float64)
+    ref_b = torch.tensor([float(v) for v in mp_b], dtype=torch.float64)
+    # A' = 1 - A^2 - (d-1) A / kappa formed at mpmath's precision (it cancels in float64)
+    mp_ratio = [mpmath.exp(b - a) for a, b in zip(mp_a, mp_b)]
+    ref_derivative = torch.tensor(
+        [float(1 - r * r - (float(di) - 1) * r / float(ki)) for r, di, ki in zip(mp_ratio, d, kappa)], dtype=torch.float64
+    )
     relative, _ = _errors(log_bessel_iv(d / 2 - 1, kappa), ref_a)
     assert relative.max() <= 1e-6
     relative, _ = _errors(log_bessel_iv(d / 2, kappa), ref_b)
     assert relative.max() <= 1e-6
     relative, _ = _errors(bessel_iv_ratio(d / 2, kappa), torch.exp(ref_b - ref_a))
     assert relative.max() <= 1e-5
+    relative, _ = _errors(bessel_iv_ratio_derivative(d / 2, kappa), ref_derivative)
+    assert relative.max() <= 1e-6
     k32 = kappa.float().requires_grad_()
     log_iv32, ratio32 = log_bessel_iv(d.float() / 2 - 1, k32), bessel_iv_ratio(d.float() / 2, k32)
     (grad,) = torch.autograd.grad((log_iv32 + ratio32).sum(), k32)

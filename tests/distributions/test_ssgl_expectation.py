@@ -36,5 +36,5 @@ def test_batch_shape_broadcasts_and_expands(device):
     expanded = mixed.expand((4, 2, 3))
     assert expanded.batch_shape == (4, 2, 3)
     assert torch.equal(expanded.log_prob(torch.ones(4, 2, 3, device=device))[1], mixed.log_prob(torch.ones(2, 3, device=device)))
-    with pytest.raises(RuntimeError):
+    with pytest.raises(ValueError, match="broadcast"):
         SSGLExpectedLogDensity(kappa0, torch.ones(4, device=device), rho, sigma, 0.1, 10.0)

@@ -404,12 +404,44 @@ def test_independent_wrapper_passes_score_parts_through():
         ([1.0, 0.0, 0.0], 0.0, "concentration"),
         ([1.0, 0.0, 0.0], -2.0, "concentration"),
         ([1.0, 0.0, 0.0], float("nan"), "concentration"),
+        ([1.0, 0.0, 0.0], float("inf"), "concentration"),
         ([float("nan"), 0.0, 0.0], 1.0, "loc"),
     ],
 )
 def test_invalid_parameters_raise(loc, kappa, match):
     with pytest.raises(ValueError, match=match):
         VonMisesFisher(torch.tensor(loc), torch.tensor(kappa), validate_args=True)
+
+
+@pytest.mark.parametrize("kappa", [float("inf"), float("nan"), 0.0, -1.0, 0])
+def test_number_concentration_is_checked_without_validation(kappa):
+    """A Python number is checked even with validation off (no device synchronisation)."""
+    with pyro.validation_enabled(False):
+        with pytest.raises(ValueError, match="concentration must be positive and finite"):
+            VonMisesFisher(torch.tensor([1.0, 0.0, 0.0]), kappa)
+
+
+@pytest.mark.parametrize("kappa", [[1.0, float("inf")], [float("nan"), 1.0]])
+def test_unvalidated_tensor_concentration_fails_fast_when_sampling(kappa):
+    """With validation off, a tensor concentration is not checked at construction; the
+    sampler then names it after a few rounds (it used to spin for seconds, then fail with
+    a message that did not mention kappa)."""
+    q = VonMisesFisher(torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]), torch.tensor(kappa), validate_args=False)
+    with pytest.raises(ValueError, match="concentration must be positive and finite"):
+        q.rsample((3,))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="log C_d(kappa) + kappa is formed as (log C) + kappa, which cancels for kappa >~ 1e13; "
+    "needs an exponentially scaled log-Bessel function in special.py",
+)
+def test_log_prob_at_the_mode_for_huge_concentration():
+    # d = 3: log C + kappa = log kappa - log(2 pi) - log(1 - exp(-2 kappa))
+    kappa = 1e16
+    q = VonMisesFisher(torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64), torch.tensor(kappa, dtype=torch.float64))
+    expected = math.log(kappa) - math.log(2 * math.pi)
+    assert q.log_prob(q.loc).item() == pytest.approx(expected, abs=1e-6)
 
 
 def test_bad_shapes_and_values_raise():
@@ -439,3 +471,24 @@ def test_hyperspherical_uniform(device, dtype):
     assert stats.kstest(((1 + x[:, 0, 0, 0].double().cpu()) / 2).numpy(), stats.beta(2, 2).cdf).pvalue > 1e-4
     assert math.isclose(log_sphere_area(3), math.log(4 * math.pi)) and math.isclose(log_sphere_area(2), math.log(2 * math.pi))
     assert u.expand((4, 2, 3)).batch_shape == (4, 2, 3)
+
+
+@pytest.mark.parametrize("dim,kappa", [(2, 1e6), (3, 5.8e5), (10, 1e5), (1000, 1e6)])
+def test_variance_along_the_mean_is_accurate_at_large_concentration(dim, kappa):
+    """Var[mu'x] = A_d'(kappa): at large kappa/d the closed form 1 - A^2 - (d-1)A/kappa cancels
+    (relative error 6e-3 at d = 2, kappa = 1e6); checked against mpmath at 50 digits."""
+    mpmath = pytest.importorskip("mpmath")
+    with mpmath.workdps(50):
+        k = mpmath.mpf(kappa)
+        a = mpmath.besseli(dim / 2, k) / mpmath.besseli(dim / 2 - 1, k)
+        expected = float(1 - a * a - (dim - 1) * a / k)
+    loc = torch.zeros(dim, dtype=torch.float64)
+    loc[0] = 1.0
+    along_mean = VonMisesFisher(loc, torch.tensor(kappa, dtype=torch.float64)).variance[0].item()
+    assert along_mean == pytest.approx(expected, rel=1e-9)
+
+
+def test_variance_keeps_its_gradient_in_the_concentration():
+    kappa = torch.tensor(50.0, dtype=torch.float64, requires_grad=True)
+    loc = torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64)
+    torch.autograd.gradcheck(lambda k: VonMisesFisher(loc, k).variance, (kappa,))
