@@ -12,7 +12,8 @@ Two kinds of value that a state holds are not plain data, and are encoded as tag
 * NumPy arrays (NumPy's random state inside :func:`pyro.util.get_rng_state`): a tensor
   and the dtype's name;
 * distribution constraints (the param store's ``constraints``): the name of a module-level
-  constraint of ``torch.distributions.constraints`` / ``pyro.distributions.constraints``,
+  constraint of ``torch.distributions.constraints`` / ``pyro.distributions.constraints`` /
+  ``pyrozoo.distributions.constraints``,
   or a constraint class and its attributes. Decoding looks the class up among the
   already-loaded subclasses of ``Constraint`` from torch, Pyro and pyrozoo and sets its
   attributes: it imports nothing and calls no constructor a file could choose.
@@ -39,7 +40,9 @@ _CONSTRAINT_MODULES = ("torch.distributions", "pyro.distributions", "pyrozoo")
 
 def _named_constraints() -> Dict[str, torch_constraints.Constraint]:
     named = {}
-    for module in (torch_constraints, pyro_constraints):
+    from pyrozoo.distributions import constraints as pyrozoo_constraints
+
+    for module in (torch_constraints, pyro_constraints, pyrozoo_constraints):
         for name in dir(module):
             value = getattr(module, name)
             if isinstance(value, torch_constraints.Constraint):

@@ -49,8 +49,10 @@ def test_constraints_round_trip(constraint, tmp_path):
 
 
 def test_module_level_constraints_keep_their_identity():
-    assert decode(encode(constraints.positive)) is constraints.positive
-    assert decode(encode(constraints.real)) is constraints.real
+    from pyrozoo.distributions.constraints import positive_finite
+
+    for constraint in (constraints.positive, constraints.real, positive_finite):
+        assert decode(encode(constraint)) is constraint
 
 
 def test_rng_states_round_trip_exactly(tmp_path, device):
@@ -236,7 +238,7 @@ def test_no_other_loader_unpickles_files():
     (CIFAR's batches, pickles by their format, go through a restricted unpickler)."""
     root = pathlib.Path(__file__).resolve().parents[1]
     offenders = []
-    for folder in ("pyrozoo", "examples", "benchmarks", "scripts"):
+    for folder in ("pyrozoo", "recipes", "examples", "benchmarks", "scripts"):
         for path in sorted((root / folder).rglob("*.py")):
             if path.name == "serialization.py":
                 continue

@@ -20,8 +20,11 @@ from pyrozoo.distributions.von_mises_fisher import HypersphericalUniform, VonMis
 from pyrozoo.distributions.special import (
     bessel_iv_ratio,
     bessel_iv_ratio_bounds,
+    bessel_iv_ratio_and_complement,
+    bessel_iv_ratio_complement,
     bessel_iv_ratio_derivative,
     log_bessel_iv,
+    log_bessel_ive_div_pow,
     log_bessel_iv_div_pow,
 )
 from pyrozoo.distributions.ard import ARDNormal
@@ -50,6 +53,9 @@ __all__ = [
     "bessel_iv_ratio",
     "bessel_iv_ratio_bounds",
     "bessel_iv_ratio_derivative",
+    "bessel_iv_ratio_complement",
+    "bessel_iv_ratio_and_complement",
+    "log_bessel_ive_div_pow",
     "LogUniformImproper",
     "ARDNormal",
     "DropoutNormal",

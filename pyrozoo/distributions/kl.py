@@ -344,13 +344,25 @@ for _q_type in (dist.Normal, torch.distributions.Normal, LogScaleNormal, Dropout
 
 
 # -- von Mises-Fisher and the uniform distribution on the sphere (issue 3) -------------------
+from pyrozoo.distributions.special import bessel_iv_ratio_and_complement, log_bessel_ive_div_pow  # noqa: E402
 from pyrozoo.distributions.von_mises_fisher import (  # noqa: E402
     HypersphericalUniform,
     VonMisesFisher,
     log_sphere_area,
     vmf_log_normalizer,
-    vmf_mean_resultant_length,
+    vmf_mean_resultant_length_complement,
 )
+
+
+def _vmf_log_bessel(dim: int, kappa: torch.Tensor) -> torch.Tensor:
+    r""":math:`g(\kappa) = \log C_d(0) - \log C_d(\kappa) - \kappa
+    = \log(\Gamma(d/2) (2/\kappa)^{d/2-1} I_{d/2-1}(\kappa)) - \kappa` (float64): 0 at :math:`\kappa = 0`,
+    about :math:`-\kappa` for small and :math:`-\tfrac{d-1}{2}\log\kappa` for large :math:`\kappa`, with the
+    derivative :math:`-(1 - A_d(\kappa))`. The vMF KLs are small combinations of it: neither the
+    terms of size :math:`\kappa` of the textbook forms nor the constant :math:`\log |S^{d-1}|` (of size
+    :math:`d \log d`) are formed, so they keep their relative accuracy from :math:`\kappa \to 0` (where
+    KL(vMF || uniform) is about :math:`\kappa^2 / (2d)`) to the largest float64."""
+    return log_bessel_ive_div_pow(0.5 * dim - 1.0, kappa, normalized=True)
 
 
 def _check_same_sphere(q, p):
@@ -363,24 +375,28 @@ def _kl_vmf_vmf(q, p):
     r"""``log C_d(kq) - log C_d(kp) + A_d(kq) (kq - kp mu_p' mu_q)`` (Oh et al. 2020, eq. 12 and
     supplementary Sec. 4; with mu_p = mu_q it depends on the concentrations only). Written with
     ``1 - mu_p' mu_q = |mu_p - mu_q|^2 / 2``, so it is exactly that for equal means, and the
-    special-function part in float64 (its terms are ~kappa each)."""
+    special-function part, in float64, as ``g(kp) - g(kq) - (1 - A(kq)) (kq - kp)``
+    (:func:`_vmf_log_bessel`; ``log C(k) + k = log C(0) - g(k)``), whose terms are not much larger
+    than the result (the textbook form's are ~kappa each and cancel)."""
     _check_same_sphere(q, p)
     d = q.dim
     # (a concentration shared by a layer is one value broadcast over its rows: evaluated once)
     kq = _compact(q.concentration).to(torch.float64)
     kp = _compact(p.concentration).to(torch.float64)
-    a = vmf_mean_resultant_length(d, kq)
-    part = vmf_log_normalizer(d, kq) - vmf_log_normalizer(d, kp) + a * (kq - kp)
+    a, w = bessel_iv_ratio_and_complement(0.5 * d, kq)  # A_d(kq), 1 - A_d(kq)
+    part = _vmf_log_bessel(d, kp) - _vmf_log_bessel(d, kq) - w * (kq - kp)
     half_sq_dist = 0.5 * (q.loc - p.loc).square().sum(-1)
     return part.to(q.loc.dtype) + (a * kp).to(q.loc.dtype) * half_sq_dist
 
 
 @register_kl(VonMisesFisher, HypersphericalUniform)
 def _kl_vmf_uniform(q, p):
-    r"""``kappa A_d(kappa) + log C_d(kappa) + log |S^{d-1}|`` (RDP's ``KL_vMF_Unif``), in float64."""
+    r"""``kappa A_d(kappa) + log C_d(kappa) + log |S^{d-1}|`` (RDP's ``KL_vMF_Unif``), in float64 as
+    ``-(g(kappa) + kappa (1 - A))`` (:func:`_vmf_log_bessel`), which forms no term of size kappa
+    and no constant of size d log d."""
     _check_same_sphere(q, p)
     k = _compact(q.concentration).to(torch.float64)
-    kl = k * vmf_mean_resultant_length(q.dim, k) + vmf_log_normalizer(q.dim, k) + log_sphere_area(q.dim)
+    kl = -(_vmf_log_bessel(q.dim, k) + k * vmf_mean_resultant_length_complement(q.dim, k))
     return kl.to(q.loc.dtype).expand(torch.broadcast_shapes(q.batch_shape, p.batch_shape))
 
 

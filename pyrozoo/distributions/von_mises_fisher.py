@@ -5,6 +5,15 @@ r"""The von Mises–Fisher distribution on the unit sphere, and the uniform dist
 :math:`C_d(\kappa) = \kappa^{d/2-1} / ((2\pi)^{d/2} I_{d/2-1}(\kappa))` (Oh et al. 2020, eq. 4).
 Its special functions come from :mod:`pyrozoo.distributions.special`; its KL divergences
 (vMF‖vMF, vMF‖uniform, uniform‖vMF) are registered in :mod:`pyrozoo.distributions.kl`.
+
+For large :math:`\kappa`, :math:`\log C_d(\kappa) \approx -\kappa` and :math:`A_d(\kappa) \approx 1`, and the
+log-density, the entropy and the KLs are small differences of such terms. They are therefore
+written with :math:`\log C_d(\kappa) + \kappa` (:func:`vmf_log_normalizer_plus_concentration`, from the
+exponentially scaled Bessel function) and :math:`1 - A_d(\kappa)`
+(:func:`vmf_mean_resultant_length_complement`), each computed without cancellation, e.g.
+:math:`H = -(\log C + \kappa) + \kappa (1 - A)`: accurate (relative :math:`10^{-13}` or better
+against mpmath) and finite, with finite gradients, for every positive finite :math:`\kappa` in
+float64 (up to :math:`1.8 \cdot 10^{308}`) and float32.
 """
 
 import math
@@ -18,7 +27,13 @@ from pyro.distributions.score_parts import ScoreParts
 from torch.distributions.utils import lazy_property
 
 from pyrozoo.distributions.constraints import positive_finite
-from pyrozoo.distributions.special import bessel_iv_ratio, bessel_iv_ratio_derivative, log_bessel_iv_div_pow
+from pyrozoo.distributions.special import (
+    bessel_iv_ratio,
+    bessel_iv_ratio_complement,
+    bessel_iv_ratio_derivative,
+    log_bessel_iv_div_pow,
+    log_bessel_ive_div_pow,
+)
 from pyrozoo.distributions.util import check_shape, sum_rightmost
 
 #: a sampler that has not accepted every proposal after this many rounds is broken
@@ -115,9 +130,29 @@ def vmf_log_normalizer(dim: int, concentration: torch.Tensor) -> torch.Tensor:
     return out.to(kappa.dtype) if kappa.is_floating_point() else out
 
 
+def vmf_log_normalizer_plus_concentration(dim: int, concentration: torch.Tensor) -> torch.Tensor:
+    r""":math:`\log C_d(\kappa) + \kappa = -\tfrac d2 \log 2\pi - (\log(I_{d/2-1}(\kappa) / \kappa^{d/2-1}) - \kappa)`,
+    the log-density at the mode, from the exponentially scaled Bessel function (no term of size
+    :math:`\kappa` is formed: about :math:`\tfrac{d-1}{2} \log(\kappa / 2\pi)` for large :math:`\kappa`), with the exact
+    derivative :math:`1 - A_d(\kappa)` (no cancellation either). Computed as
+    :math:`-\log|S^{d-1}| - g(\kappa)` with :math:`g` the normalized scaled function (0 at :math:`\kappa = 0`,
+    ``log_bessel_ive_div_pow(..., normalized=True)``)."""
+    kappa = torch.as_tensor(concentration)
+    # log C = -log|S^{d-1}| - log(Gamma(d/2) (2/kappa)^(d/2-1) I_{d/2-1}(kappa)), the latter 0 at kappa = 0
+    # (so that -log|S| is the only term of size d log d, and differences at small kappa are exact)
+    out = -log_sphere_area(dim) - log_bessel_ive_div_pow(0.5 * dim - 1.0, kappa.to(torch.float64), normalized=True)
+    return out.to(kappa.dtype) if kappa.is_floating_point() else out
+
+
 def vmf_mean_resultant_length(dim: int, concentration: torch.Tensor) -> torch.Tensor:
     r""":math:`A_d(\kappa) = I_{d/2}(\kappa) / I_{d/2-1}(\kappa) = \mathbb E[\mu^\top x]`."""
     return bessel_iv_ratio(0.5 * dim, concentration)
+
+
+def vmf_mean_resultant_length_complement(dim: int, concentration: torch.Tensor) -> torch.Tensor:
+    r""":math:`1 - A_d(\kappa) = \mathbb E[1 - \mu^\top x]`, accurate where :math:`A_d \approx 1` (about
+    :math:`(d-1) / (2\kappa)` for large :math:`\kappa`)."""
+    return bessel_iv_ratio_complement(0.5 * dim, concentration)
 
 
 def vmf_concentration(dim: int, mean_resultant_length, *, dtype=None, device=None) -> torch.Tensor:
@@ -280,9 +315,10 @@ class VonMisesFisher(TorchDistribution):
 
     @lazy_property
     def _log_normalizer_plus_concentration(self) -> torch.Tensor:
-        # log C_d(kappa) ~ -kappa for large kappa: the sum is formed in float64
+        # log C_d(kappa) ~ -kappa for large kappa: the sum is never formed as such (it would
+        # lose everything beyond kappa ~ 1e13), but from the exponentially scaled Bessel function
         kappa = _compact(self.concentration).to(torch.float64)
-        return (vmf_log_normalizer(self.dim, kappa) + kappa).to(self.loc.dtype).expand(self.batch_shape)
+        return vmf_log_normalizer_plus_concentration(self.dim, kappa).to(self.loc.dtype).expand(self.batch_shape)
 
     @property
     def mean(self) -> torch.Tensor:
@@ -311,9 +347,10 @@ class VonMisesFisher(TorchDistribution):
         return a_over_k + (a_prime - a_over_k) * self.loc.square()
 
     def entropy(self) -> torch.Tensor:
-        # -log C - kappa A: both terms ~ kappa for large kappa, so evaluated in float64
+        # -log C - kappa A = -(log C + kappa) + kappa (1 - A): the terms of size kappa are never
+        # formed (and the autograd sum -(1 - A) + (1 - A) - kappa A' cancels exactly)
         kappa = _compact(self.concentration).to(torch.float64)
-        h = -vmf_log_normalizer(self.dim, kappa) - kappa * vmf_mean_resultant_length(self.dim, kappa)
+        h = kappa * vmf_mean_resultant_length_complement(self.dim, kappa) - vmf_log_normalizer_plus_concentration(self.dim, kappa)
         return h.to(self.loc.dtype).expand(self.batch_shape)
 
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:
@@ -325,19 +362,28 @@ class VonMisesFisher(TorchDistribution):
         return self._log_normalizer_plus_concentration - self.concentration * half_sq_dist
 
     # -- sampling ------------------------------------------------------------------------
-    def _wood_b(self, kappa64: torch.Tensor) -> torch.Tensor:
-        m = self.dim - 1.0
-        return m / (2.0 * kappa64 + torch.hypot(2.0 * kappa64, torch.full_like(kappa64, m)))
+    def _wood_b(self, kappa64: torch.Tensor):
+        r"""``(b, D)``: Wood's :math:`b = m / (2\kappa + \sqrt{4\kappa^2 + m^2})` (:math:`m = d - 1`) and
+        :math:`D = m / (4b) = \kappa/2 + \sqrt{\kappa^2/4 + m^2/16}`, which never overflows (D <= kappa).
+
+        Near the largest float64 :math:`b` is subnormal and the local derivatives of
+        :math:`\sqrt b`, :math:`\log b` and :math:`\kappa b` overflow (inf times 0 in autograd), so those
+        are formed from D instead: :math:`\sqrt{m/4} / \sqrt D`, :math:`\log(m/4) - \log D`,
+        :math:`(m/4)\, \kappa / D`."""
+        quarter_m = 0.25 * (self.dim - 1.0)
+        half = 0.5 * kappa64
+        den = half + torch.hypot(half, torch.full_like(kappa64, quarter_m))
+        return quarter_m / den, den
 
     def _accepted_proposals(self, kappa64: torch.Tensor) -> torch.Tensor:
         """Accepted Beta((d-1)/2, (d-1)/2) proposals epsilon of Wood's sampler, one per entry of ``kappa64`` (float64, no grad)."""
         m = self.dim - 1.0
         flat_kappa = kappa64.reshape(-1)
-        b = self._wood_b(flat_kappa)
+        b, den = self._wood_b(flat_kappa)
         # log acceptance: kappa (w - x0) + m log((1 - x0 w) / (1 - x0^2)), with x0 = (1 - b)/(1 + b),
         # written in epsilon so that nothing of size kappa or m cancels when kappa >> d
         log_half_1pb = torch.log1p(b) - math.log(2.0)
-        scale = 2.0 * b * flat_kappa / (1.0 + b)
+        scale = (0.5 * m) * (flat_kappa / den) / (1.0 + b)  # 2 b kappa / (1 + b)
         device = kappa64.device
 
         def draw(index, k, tries):
@@ -366,12 +412,14 @@ class VonMisesFisher(TorchDistribution):
         return _first_accepted(n, 8 if n <= 512 else (4 if n <= 4096 else 2), draw, device, on_stall).reshape(kappa64.shape)
 
     def _w_and_sin(self, kappa: torch.Tensor, eps: torch.Tensor):
-        r"""``(w, sqrt(1 - w^2), b)`` in float64 as differentiable functions of ``kappa`` at fixed ``eps``."""
-        b = self._wood_b(kappa.to(torch.float64))
+        r"""``(w, sqrt(1 - w^2), b, denom, D)`` in float64 as differentiable functions of ``kappa`` at
+        fixed ``eps`` (``denom = 1 - (1 - b) eps``, ``D`` as in :meth:`_wood_b`)."""
+        b, den = self._wood_b(kappa.to(torch.float64))
         denom = 1.0 - (1.0 - b) * eps
         w = 1.0 - 2.0 * b * eps / denom
-        sin = 2.0 * b.sqrt() * (eps * (1.0 - eps)).sqrt() / denom
-        return w, sin, b, denom
+        sqrt_b = math.sqrt(0.25 * (self.dim - 1.0)) / den.sqrt()
+        sin = 2.0 * sqrt_b * (eps * (1.0 - eps)).sqrt() / denom
+        return w, sin, b, denom, den
 
     def rsample(self, sample_shape=torch.Size()) -> torch.Tensor:
         sample_shape = torch.Size(sample_shape)
@@ -379,7 +427,7 @@ class VonMisesFisher(TorchDistribution):
         kappa = self.concentration.expand(shape[:-1])
         with torch.no_grad():
             eps = self._accepted_proposals(kappa.detach().to(torch.float64))
-        w64, sin64, _, _ = self._w_and_sin(kappa, eps)
+        w64, sin64, _, _, _ = self._w_and_sin(kappa, eps)
         dtype = self.loc.dtype
         w = w64.to(dtype).unsqueeze(-1)
         sin = sin64.to(dtype).unsqueeze(-1)
@@ -393,13 +441,16 @@ class VonMisesFisher(TorchDistribution):
         loc = self.loc
         mu1 = loc[..., :1]
         sigma = torch.where(mu1 >= 0, -1.0, 1.0).to(dtype)
-        vv = (loc * loc).sum(-1, keepdim=True) - 2.0 * sigma * mu1 + 1.0
-        v_dot_x = w * (1.0 - sigma * mu1) - a * _rowwise_dot(g, loc, len(sample_shape))
-        c = 2.0 * v_dot_x / vv
-        # x = H x' = a g + c mu + sigma (w - c) e1, assembled in place on one new tensor
+        loc_sq = (loc * loc).sum(-1, keepdim=True)
+        vv = loc_sq - 2.0 * sigma * mu1 + 1.0
+        g_dot_loc = _rowwise_dot(g, loc, len(sample_shape))
+        c = 2.0 * (w * (1.0 - sigma * mu1) - a * g_dot_loc) / vv
+        # x = H x' = a g + c mu + sigma (w - c) e1, assembled in place on one new tensor, with
+        # w - c = (w (|mu|^2 - 1) + 2 a g'mu) / vv: formed as w - c it cancels (c ~ w) and loses
+        # tangent components below an ulp of 1, i.e. all of them along mu for kappa >~ 1e30
         x = g * a
         x.addcmul_(c, loc)
-        x[..., :1] += sigma * (w - c)
+        x[..., :1] += sigma * ((w * (loc_sq - 1.0) + 2.0 * a * g_dot_loc) / vv)
         self._sample_cache = (x, eps)
         return x
 
@@ -419,7 +470,7 @@ class VonMisesFisher(TorchDistribution):
         # recover epsilon = h^{-1}(w): 1 - w = |x - mu|^2 / 2 without cancellation
         with torch.no_grad():
             t = 0.5 * (value - self.loc).to(torch.float64).square().sum(-1)
-            b = self._wood_b(self.concentration.detach().to(torch.float64)).expand(t.shape)
+            b = self._wood_b(self.concentration.detach().to(torch.float64))[0].expand(t.shape)
             return t / (2.0 * b + (1.0 - b) * t)
 
     def score_parts(self, value: torch.Tensor) -> ScoreParts:
@@ -428,11 +479,13 @@ class VonMisesFisher(TorchDistribution):
             return ScoreParts(log_prob=log_prob, score_function=0, entropy_term=log_prob)
         eps = self._proposal_of(value)
         kappa = self.concentration.expand(eps.shape)
-        w, _, b, denom = self._w_and_sin(kappa, eps)
+        _, _, _, denom, den = self._w_and_sin(kappa, eps)
         dm1 = self.dim - 1.0
-        log_c = vmf_log_normalizer(self.dim, _compact(kappa).to(torch.float64)).expand(eps.shape)
-        score = log_c + kappa.to(torch.float64) * w
-        score = score + 0.5 * dm1 * torch.log(b) - dm1 * torch.log(denom)
+        # log C + kappa w = (log C + kappa) - kappa (1 - w), kappa (1 - w) = 2 kappa b eps / denom with
+        # kappa b = (m/4) kappa / D: no term of size kappa (nor a gradient that overflows)
+        log_c_plus_kappa = vmf_log_normalizer_plus_concentration(self.dim, _compact(kappa).to(torch.float64)).expand(eps.shape)
+        score = log_c_plus_kappa - (0.5 * dm1) * (kappa.to(torch.float64) / den) * eps / denom
+        score = score + 0.5 * dm1 * (math.log(0.25 * dm1) - torch.log(den)) - dm1 * torch.log(denom)
         return ScoreParts(log_prob=log_prob, score_function=score.to(log_prob.dtype), entropy_term=log_prob)
 
 

@@ -47,6 +47,7 @@ generic tests would not apply may register ``examples=[]`` and be fuzzed only. F
   components rather than by the family (SemiImplicit's mixing and conditional).
 """
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
@@ -94,6 +95,8 @@ class ParamSpec:
     :param float low, high: the range of magnitudes the family is expected to handle with
         finite densities, samples and gradients in float32 and float64 (for ``int``: the
         range of the int). Tests draw both ends and values in between.
+    :param dict dtype_ranges: ``{dtype: (low, high)}`` overriding ``low, high`` for that dtype
+        (e.g. the whole positive range of each dtype, see :func:`positive_float_range`).
     :param int event_dim: trailing dimensions of size ``D`` (the family's event size).
     :param bool scalar: a 0-dim tensor (no batch dimensions).
     :param bool python: passed as a Python number instead of a tensor.
@@ -105,10 +108,24 @@ class ParamSpec:
     event_dim: int = 0
     scalar: bool = False
     python: bool = False
+    dtype_ranges: Optional[Dict[torch.dtype, Tuple[float, float]]] = None
 
     def __post_init__(self):
         if self.domain not in DOMAINS:
             raise ValueError(f"unknown domain {self.domain!r}")
+
+    def for_dtype(self, dtype: torch.dtype) -> "ParamSpec":
+        """This spec with ``low, high`` for ``dtype``."""
+        if not self.dtype_ranges or dtype not in self.dtype_ranges:
+            return self
+        low, high = self.dtype_ranges[dtype]
+        return dataclasses.replace(self, low=low, high=high, dtype_ranges=None)
+
+
+def positive_float_range(dtype: torch.dtype) -> Tuple[float, float]:
+    """Every positive finite number of ``dtype``: from its smallest subnormal to its largest."""
+    info = torch.finfo(dtype)
+    return float(torch.nextafter(torch.zeros((), dtype=dtype), torch.ones((), dtype=dtype))), float(info.max)
 
 
 @dataclass(repr=False)
@@ -370,12 +387,17 @@ register(
             {"loc": [1.0, 1.0, 0.0], "concentration": 1.0},
             {"loc": [_INF, 0.0, 0.0], "concentration": 1.0},
         ],
-        # Finite up to ~1e154, where special.py's orders below 20 overflow (x^2) to NaN; but
-        # above ~1e13 log C + kappa loses everything to cancellation (the xfail in
-        # test_von_mises_fisher.py), so the supported range stops at 1e12.
+        # Every positive finite concentration of the dtype, subnormals and the largest float
+        # included: log C + kappa, 1 - A_d and the sampler's b are formed so that neither they nor
+        # their gradients cancel, overflow or underflow (test_von_mises_fisher.py checks the
+        # values against mpmath up to kappa = 1e300).
         param_specs={
             "loc": ParamSpec("sphere", event_dim=1),
-            "concentration": ParamSpec("positive", 1e-30, 1e12),
+            "concentration": ParamSpec(
+                "positive",
+                *positive_float_range(torch.float64),
+                dtype_ranges={dtype: positive_float_range(dtype) for dtype in (torch.float32, torch.float64)},
+            ),
         },
         event_size=(2, 2048),
     )

@@ -60,8 +60,9 @@ def _magnitudes(data, spec: ParamSpec, shape, rng) -> np.ndarray:
         return np.full(shape, spec.low)
     if mode == "high":
         return np.full(shape, spec.high)
-    if mode == "spread":
-        return 10.0 ** rng.uniform(math.log10(spec.low), math.log10(spec.high), shape)
+    if mode == "spread":  # (clipped: 10 ** log10(high) may round above high, e.g. to inf)
+        with np.errstate(over="ignore"):
+            return np.clip(10.0 ** rng.uniform(math.log10(spec.low), math.log10(spec.high), shape), spec.low, spec.high)
     return np.clip(rng.uniform(0.5, 2.0, shape), spec.low, spec.high)
 
 
@@ -109,6 +110,7 @@ def _draw_valid(data, family: DistributionFixture):
     event = data.draw(st.integers(*family.event_size), label="event size") if family.event_size else None
     args, batches = {}, []
     for name, spec in family.param_specs.items():
+        spec = spec.for_dtype(dtype)
         if spec.domain == "int":
             args[name] = data.draw(st.integers(int(spec.low), int(spec.high)), label=name)
         elif spec.domain == "shape":
@@ -285,11 +287,11 @@ def test_wrong_shapes_and_types_are_refused(dist_family, data):
     elif how == "batch" and len(tensor_args) >= 2:
         # every tensor argument batch (2,), except one with (3,) (a 0-dim one included)
         for n in tensor_args:
-            spec = family.param_specs[n]
+            spec = family.param_specs[n].for_dtype(dtype)
             b = (3,) if n == name else ((2,) if not spec.scalar else ())
             args[n] = torch.tensor(_values(data, spec, b + (event,) * spec.event_dim, rng), dtype=dtype)
     elif how == "event" and name in event_args and len(event_args) >= 2:
-        spec = family.param_specs[name]
+        spec = family.param_specs[name].for_dtype(dtype)
         args[name] = torch.tensor(_values(data, spec, (event + 1,) * spec.event_dim, rng), dtype=dtype)
     elif how == "event size" and family.event_size and family.event_size[0] >= 2:
         small = family.event_size[0] - 1

@@ -5,7 +5,9 @@ significant digits) cover d in [2, 1e5] (every d up to 24 and around the switch 
 asymptotic expansion and the recurrence) and kappa in [1e-4, 1e6], plus the concentrations RDP
 uses. ``log I`` is checked for both orders d/2 - 1 and d/2 of every point; the ratio's
 kappa-derivative A_d' (and through it the kappa-gradients of the vMF entropy and KLs) against
-A_d' formed at 40 digits.
+A_d' formed at 40 digits. ``huge_points`` (kappa from 1e13 to the largest float64, from the
+Hankel expansion) check the exponentially scaled forms and the complement 1 - A_d there, and
+that nothing overflows to NaN (x^2 in the recurrence used to, beyond 1.3e154).
 """
 
 import json
@@ -18,13 +20,18 @@ import torch
 from pyrozoo.distributions.special import (
     UAE_MIN_ORDER,
     bessel_iv_ratio,
+    bessel_iv_ratio_and_complement,
     bessel_iv_ratio_bounds,
+    bessel_iv_ratio_complement,
     bessel_iv_ratio_derivative,
     log_bessel_iv,
     log_bessel_iv_div_pow,
+    log_bessel_ive_div_pow,
 )
 
-REFERENCES = json.loads((Path(__file__).parent / "bessel_references.json").read_text())["points"]
+_FIXTURE = json.loads((Path(__file__).parent / "bessel_references.json").read_text())
+REFERENCES = _FIXTURE["points"]
+HUGE = _FIXTURE["huge_points"]
 F32_EPS = torch.finfo(torch.float32).eps
 
 
@@ -237,6 +244,10 @@ def test_gradcheck(nu, x, device):
     assert torch.autograd.gradcheck(lambda t: log_bessel_iv_div_pow(nu, t), (x_t,))
     assert torch.autograd.gradcheck(lambda t: bessel_iv_ratio(nu + 1.0, t), (x_t,))
     assert torch.autograd.gradcheck(lambda t: bessel_iv_ratio(nu + 1.0, t, method="midpoint"), (x_t,))
+    assert torch.autograd.gradcheck(lambda t: log_bessel_ive_div_pow(nu, t), (x_t,))
+    assert torch.autograd.gradgradcheck(lambda t: log_bessel_ive_div_pow(nu, t, normalized=True), (x_t,))
+    assert torch.autograd.gradcheck(lambda t: bessel_iv_ratio_complement(nu + 1.0, t), (x_t,))
+    assert torch.autograd.gradcheck(lambda t: bessel_iv_ratio_and_complement(nu + 1.0, t), (x_t,))
 
 
 def test_values_at_zero(device):
@@ -304,6 +315,10 @@ def test_theorem5_is_tighter_and_its_midpoint_error_falls_like_d_squared(device)
         (log_bessel_iv_div_pow, 1.0, float("inf"), "argument x"),
         (bessel_iv_ratio, 0.0, 1.0, "order nu"),
         (bessel_iv_ratio, 2.0, -3.0, "argument x"),
+        (log_bessel_ive_div_pow, -1.0, 1.0, "order nu"),
+        (log_bessel_ive_div_pow, 1.0, float("inf"), "argument x"),
+        (bessel_iv_ratio_complement, 0.0, 1.0, "order nu"),
+        (bessel_iv_ratio_and_complement, 1.0, float("nan"), "argument x"),
     ],
 )
 def test_invalid_arguments_raise(fn, nu, x, match):
@@ -359,3 +374,130 @@ def test_random_grid_matches_live_mpmath():
     log_iv32, ratio32 = log_bessel_iv(d.float() / 2 - 1, k32), bessel_iv_ratio(d.float() / 2, k32)
     (grad,) = torch.autograd.grad((log_iv32 + ratio32).sum(), k32)
     assert all(bool(torch.isfinite(t).all()) for t in (log_iv32, ratio32, grad))
+
+
+# -- huge arguments and the exponentially scaled forms ------------------------------------------
+
+
+def _huge_grid(device, dtype=torch.float64):
+    d = torch.tensor([p["d"] for p in HUGE], dtype=dtype, device=device)
+    kappa = torch.tensor([p["kappa"] for p in HUGE], dtype=dtype, device=device)
+    keys = ("log_ive_div_pow", "log_ive_div_pow_next", "ratio_complement", "ratio_derivative")
+    return d, kappa, {key: torch.tensor([p[key] for p in HUGE], dtype=torch.float64) for key in keys}
+
+
+def test_huge_reference_points_cover_the_range():
+    assert {p["d"] for p in HUGE} >= {2, 3, 10, 41, 42, 43, 1000, 100_000}  # orders on both sides of UAE_MIN_ORDER
+    assert {1e13, 1e20, 1e100, 1e154, 2e154, 1e200, 1e300, torch.finfo(torch.float64).max} <= {p["kappa"] for p in HUGE}
+
+
+def test_huge_arguments_match_mpmath(device):
+    """Every function at x in [1e13, 1.8e308] (orders d/2 - 1 and d/2, d in [2, 1e5]) against the
+    Hankel-expansion references: finite (orders below 20 used to give NaN beyond 1.3e154, where
+    x^2 overflowed in the recurrence), and the scaled forms, the complement 1 - R and R' accurate
+    to a few ulps (the unscaled log I / x^nu is about x there and is checked relatively)."""
+    d, kappa, ref = _huge_grid(device)
+    nu = d / 2 - 1
+    for order, key in ((nu, "log_ive_div_pow"), (nu + 1, "log_ive_div_pow_next")):
+        _, scaled = _errors(log_bessel_ive_div_pow(order, kappa), ref[key])
+        assert scaled.max() <= 1e-13
+        relative, _ = _errors(log_bessel_iv_div_pow(order, kappa), ref[key] + kappa.cpu())
+        assert relative.max() <= 1e-15
+        log_iv = ref[key] + kappa.cpu() + order.cpu() * kappa.cpu().log()
+        relative, _ = _errors(log_bessel_iv(order, kappa), log_iv)
+        assert relative.max() <= 1e-15
+        # normalized: minus the value at x = 0, -nu log 2 - log Gamma(nu + 1)
+        at_zero = -order.cpu() * math.log(2.0) - torch.lgamma(order.cpu() + 1)
+        _, scaled = _errors(log_bessel_ive_div_pow(order, kappa, normalized=True), ref[key] - at_zero)
+        assert scaled.max() <= 1e-13
+    complement = bessel_iv_ratio_complement(d / 2, kappa)
+    relative, _ = _errors(complement, ref["ratio_complement"])
+    assert relative.max() <= 1e-13  # about 2e-15
+    eps = torch.finfo(torch.float64).eps
+    assert _errors(bessel_iv_ratio(d / 2, kappa), 1 - ref["ratio_complement"])[0].max() <= eps  # 1 to rounding beyond 1e17
+    ratio, complement2 = bessel_iv_ratio_and_complement(d / 2, kappa)
+    assert _errors(ratio, 1 - ref["ratio_complement"])[0].max() <= eps
+    assert torch.allclose(complement2, complement, rtol=1e-14, atol=0)
+    # A' is about (d - 1) / (2 kappa^2): it underflows beyond 1e154 (the reference is then 0)
+    derivative = bessel_iv_ratio_derivative(d / 2, kappa).cpu()
+    normal = ref["ratio_derivative"] > 1e-300
+    assert _errors(derivative[normal], ref["ratio_derivative"][normal])[0].max() <= 1e-13
+    assert bool((derivative[~normal] <= 1e-300).all()) and bool((derivative >= 0).all())
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_huge_arguments_have_finite_gradients_on_every_path(dtype):
+    """The tensor path, the one-value path and per-element orders, up to the dtype's largest
+    number: values and first derivatives finite (the second too where it exists), the
+    paths in agreement (to the rounding of their last steps, which the recurrence amplifies up
+    to about 40-fold at order 1)."""
+    big = torch.finfo(dtype).max
+    x_values = [1e13, 1e20, 1.34e154, 2e154, 1e300, big] if dtype == torch.float64 else [1e13, 1e20, 1e30, big]
+    x_values = [v for v in x_values if v <= big]
+    functions = {
+        "log_bessel_iv": lambda nu, t: log_bessel_iv(nu, t),
+        "log_bessel_iv_div_pow": lambda nu, t: log_bessel_iv_div_pow(nu, t),
+        "log_bessel_ive_div_pow": lambda nu, t: log_bessel_ive_div_pow(nu, t),
+        "normalized": lambda nu, t: log_bessel_ive_div_pow(nu, t, normalized=True),
+        "bessel_iv_ratio": lambda nu, t: bessel_iv_ratio(nu + 1.0, t),
+        "bessel_iv_ratio_complement": lambda nu, t: bessel_iv_ratio_complement(nu + 1.0, t),
+    }
+    for nu in (0.0, 0.5, 1.0, 4.0, 19.5, 20.0, 49.0):
+        x = torch.tensor(x_values, dtype=dtype, requires_grad=True)
+        for name, fn in functions.items():
+            value = fn(nu, x)
+            (grad,) = torch.autograd.grad(value.sum(), x, create_graph=name.startswith("log"))
+            assert bool(torch.isfinite(value).all()) and bool(torch.isfinite(grad).all()), (name, nu, value, grad)
+            if name.startswith("log"):
+                (second,) = torch.autograd.grad(grad.sum(), x)
+                assert bool(torch.isfinite(second).all()), (name, nu, second)
+            one = torch.stack([fn(nu, x.detach()[i]) for i in range(len(x_values))])
+            per_element = fn(torch.full((len(x_values),), nu, dtype=torch.float64), x.detach()).to(dtype)
+            for other in (one, per_element):
+                rtol = 1e-13 if dtype == torch.float64 else 4 * F32_EPS
+                assert torch.allclose(other, value.detach(), rtol=rtol, atol=1e-320), (name, nu, value, other)
+
+
+def test_scaled_forms_agree_with_the_reference_grid(device):
+    """On the main grid (kappa <= 1e6) the scaled forms are the unscaled ones minus kappa, and the
+    complement is 1 - A_d, to the references' accuracy."""
+    d, kappa, ref = _grid(device)
+    nu = d / 2 - 1
+    log_iv_div_pow = ref["log_iv"] - nu.cpu() * kappa.cpu().log()
+    _, scaled = _errors(log_bessel_ive_div_pow(nu, kappa) + kappa, log_iv_div_pow)
+    assert scaled.max() <= 1e-12
+    at_zero = -nu.cpu() * math.log(2.0) - torch.lgamma(nu.cpu() + 1)
+    _, scaled = _errors(log_bessel_ive_div_pow(nu, kappa, normalized=True) + kappa + at_zero, log_iv_div_pow)
+    assert scaled.max() <= 1e-12
+    complement = bessel_iv_ratio_complement(d / 2, kappa)
+    assert ((complement.cpu() - (1 - ref["ratio"])).abs()).max() <= 2 * torch.finfo(torch.float64).eps
+    ratio, complement2 = bessel_iv_ratio_and_complement(d / 2, kappa)
+    assert _errors(ratio, ref["ratio"])[0].max() <= 1e-13
+    assert torch.allclose(complement2, complement, rtol=1e-14, atol=0)
+    # where A_d is close to 1 the complement is relatively accurate: 1 - A against mpmath at 40 digits
+    mpmath = pytest.importorskip("mpmath")
+    with mpmath.workdps(40):
+        for dim, k in ((2, 1e6), (3, 1e5), (10, 3e5), (100, 1e6)):
+            a = mpmath.besseli(mpmath.mpf(dim) / 2, k) / mpmath.besseli(mpmath.mpf(dim) / 2 - 1, k)
+            value = float(bessel_iv_ratio_complement(dim / 2, torch.tensor(k, dtype=torch.float64)))
+            assert value == pytest.approx(float(1 - a), rel=1e-13)
+
+
+@pytest.mark.parametrize("nu", [0.0, 0.5, 1.0, 19.5, 20.0, 20.5, 100.0, 499.0, 49_999.0])
+def test_normalized_scaled_form_keeps_its_relative_accuracy_at_small_x(nu):
+    """log(Gamma(nu + 1) (2/x)^nu I_nu(x)) - x = log 0F1(; nu + 1; x^2/4) - x is 0 at x = 0 and about
+    -x + x^2 / (4(nu + 1)) for small x: relative error at most a few ulps there, for every order
+    (it is formed without the constant nu log 2 + log Gamma(nu + 1), which has ulps of 1e-10 at
+    nu = 5e4), so that the vMF KL between nearby small concentrations keeps its accuracy."""
+    mpmath = pytest.importorskip("mpmath")
+    xs = [1e-300, 1e-8, 1e-4, 1e-2, 1.0, 50.0]
+    x = torch.tensor([0.0] + xs, dtype=torch.float64)
+    with mpmath.workdps(40):
+        ref = [0.0] + [float(mpmath.log(mpmath.hyp0f1(nu + 1, mpmath.mpf(v) ** 2 / 4)) - mpmath.mpf(v)) for v in xs]
+    ref = torch.tensor(ref, dtype=torch.float64)
+    for value, tol in ((log_bessel_ive_div_pow(nu, x, normalized=True), 1e-14), (log_bessel_ive_div_pow(torch.full_like(x, nu), x, normalized=True), 1e-12)):
+        assert value[0] == 0
+        assert ((value[1:] - ref[1:]).abs() / ref[1:].abs()).max() <= tol
+    scalar = [float(log_bessel_ive_div_pow(nu, torch.tensor(v, dtype=torch.float64), normalized=True)) for v in xs]
+    assert ((torch.tensor(scalar, dtype=torch.float64) - ref[1:]).abs() / ref[1:].abs()).max() <= 1e-14
+

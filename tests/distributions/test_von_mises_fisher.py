@@ -10,6 +10,8 @@ gradients (kappa: pathwise + rejection correction against A_d'(kappa), and the p
 alone detectably biased; loc: against A_d(kappa)(I - mu mu')a), the density against mpmath's
 normaliser and scipy, entropy, moments and the KL divergences against Monte Carlo estimates.
 The large-d grid of the test plan (d up to 1e4, kappa up to 1e5) runs with ``--runslow``.
+At huge concentrations (1e13 to 1e300, and up to the largest float) the log-density at the
+mode, the entropy and the KLs are checked against mpmath, and the sampler's spread.
 """
 
 import functools
@@ -30,7 +32,12 @@ from pyrozoo.distributions.special import bessel_iv_ratio
 from pyrozoo.distributions.von_mises_fisher import log_sphere_area, vmf_concentration, vmf_log_normalizer
 from tests.stats import mean_tolerance, z_bound
 
-REFERENCES = json.loads((Path(__file__).parent / "bessel_references.json").read_text())["points"]
+_FIXTURE = json.loads((Path(__file__).parent / "bessel_references.json").read_text())
+REFERENCES = _FIXTURE["points"]
+#: mpmath references at kappa from 1e13 to the largest float64 (see generate_bessel_references.py)
+HUGE = _FIXTURE["huge_points"]
+HUGE_KAPPAS = [1e13, 1e20, 1e100, 1e200, 1e300]
+F32_EPS = torch.finfo(torch.float32).eps
 
 
 def rdp_ml_kappa(d, eps):
@@ -431,17 +438,142 @@ def test_unvalidated_tensor_concentration_fails_fast_when_sampling(kappa):
         q.rsample((3,))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="log C_d(kappa) + kappa is formed as (log C) + kappa, which cancels for kappa >~ 1e13; "
-    "needs an exponentially scaled log-Bessel function in special.py",
-)
 def test_log_prob_at_the_mode_for_huge_concentration():
     # d = 3: log C + kappa = log kappa - log(2 pi) - log(1 - exp(-2 kappa))
     kappa = 1e16
     q = VonMisesFisher(torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64), torch.tensor(kappa, dtype=torch.float64))
     expected = math.log(kappa) - math.log(2 * math.pi)
     assert q.log_prob(q.loc).item() == pytest.approx(expected, abs=1e-6)
+
+
+def _huge_points(d):
+    points = {p["kappa"]: p for p in HUGE if p["d"] == d}
+    assert set(HUGE_KAPPAS) <= set(points)
+    return [points[k] for k in HUGE_KAPPAS]
+
+
+def _scaled_error(value, ref):
+    """|value - ref| / max(1, |ref|): relative where the reference is not near 0, absolute otherwise."""
+    value = value.detach().double().cpu()
+    return ((value - ref).abs() / ref.abs().clamp(min=1.0)).max().item()
+
+
+@pytest.mark.parametrize("d", [2, 3, 10, 1000])
+def test_huge_concentration_matches_mpmath(d):
+    """log_prob at the mode (log C + kappa), entropy and KL(vMF || uniform) at kappa in {1e13, 1e20,
+    1e100, 1e200, 1e300} against mpmath (float64: the requirement is 1e-10 relative, achieved
+    about 1e-14; (log C) + kappa used to return 0 at the mode from kappa ~ 1e16 and NaN beyond
+    1e154), one concentration per row and one shared by all rows; and their kappa-gradients:
+    1 - A_d, -kappa A_d' and kappa A_d', finite everywhere and accurate where A_d' (about
+    (d - 1) / (2 kappa^2)) does not underflow."""
+    points = _huge_points(d)
+    n = len(points)
+    keys = ("log_normalizer_plus_kappa", "entropy", "kl_uniform", "ratio_complement", "ratio_derivative")
+    refs = {key: torch.tensor([p[key] for p in points], dtype=torch.float64) for key in keys}
+    kappa_values = torch.tensor(HUGE_KAPPAS, dtype=torch.float64)
+    loc = torch.zeros(n, d, dtype=torch.float64)
+    loc[:, 0] = 1.0
+    kappa = kappa_values.clone().requires_grad_()
+    q = VonMisesFisher(loc, kappa, validate_args=True)
+    values = {
+        "log_normalizer_plus_kappa": q.log_prob(loc),
+        "entropy": q.entropy(),
+        "kl_uniform": kl_divergence(q, HypersphericalUniform(d, (n,), dtype=torch.float64)),
+    }
+    for key, value in values.items():
+        assert _scaled_error(value, refs[key]) <= 1e-10  # the requirement
+        assert _scaled_error(value, refs[key]) <= 1e-13, key  # what the method achieves
+    a_prime = refs["ratio_derivative"]
+    normal = a_prime > 1e-300
+    expected = {"log_normalizer_plus_kappa": refs["ratio_complement"], "entropy": -kappa_values * a_prime, "kl_uniform": kappa_values * a_prime}
+    for key, value in values.items():
+        (grad,) = torch.autograd.grad(value.sum(), kappa)
+        assert bool(torch.isfinite(grad).all()), (key, grad)
+        exp = expected[key]
+        if key == "log_normalizer_plus_kappa":
+            assert ((grad - exp).abs() / exp).max() <= 1e-13
+        else:
+            assert ((grad[normal] - exp[normal]).abs() / exp[normal].abs()).max() <= 1e-9, (key, grad, exp)
+            # beyond ~1e154 A' underflows: the gradient is 0 instead of about (d - 1) / (2 kappa)
+            assert bool((grad[~normal].abs() <= d / kappa_values[~normal]).all())
+    # one concentration shared by all rows (the scalar path)
+    for k, p in zip(HUGE_KAPPAS, points):
+        q1 = VonMisesFisher(loc[:2], torch.tensor(k, dtype=torch.float64))
+        assert abs(q1.log_prob(loc[:2])[0].item() - p["log_normalizer_plus_kappa"]) <= 1e-13 * abs(p["log_normalizer_plus_kappa"])
+        assert abs(q1.entropy()[0].item() - p["entropy"]) <= 1e-13 * abs(p["entropy"])
+        kl = kl_divergence(q1, HypersphericalUniform(d, dtype=torch.float64))[0].item()
+        assert abs(kl - p["kl_uniform"]) <= 1e-13 * abs(p["kl_uniform"])
+
+
+@pytest.mark.parametrize("d", [2, 3, 10, 1000])
+def test_kl_between_huge_concentrations_matches_mpmath(d):
+    """KL(vMF(mu, kq) || vMF(mu', kp)) for consecutive huge concentrations, from the mpmath
+    references: log C(kq) + kq - (log C(kp) + kp) - (1 - A(kq))(kq - kp) + A(kq) kp |mu - mu'|^2 / 2,
+    each term formed in float64 from references accurate to an ulp; same mean (where the
+    textbook form cancelled completely) and a slightly different one."""
+    points = _huge_points(d)
+    q_points, p_points = points[1:], points[:-1]
+    kq = torch.tensor([p["kappa"] for p in q_points], dtype=torch.float64, requires_grad=True)
+    kp = torch.tensor([p["kappa"] for p in p_points], dtype=torch.float64)
+    lq = torch.tensor([p["log_normalizer_plus_kappa"] for p in q_points], dtype=torch.float64)
+    lp = torch.tensor([p["log_normalizer_plus_kappa"] for p in p_points], dtype=torch.float64)
+    w = torch.tensor([p["ratio_complement"] for p in q_points], dtype=torch.float64)
+    same = lq - lp - w * kq.detach() * (1.0 - kp / kq.detach())
+    mu = torch.zeros(len(kq), d, dtype=torch.float64)
+    mu[:, 0] = 1.0
+    angle = 1e-3
+    mu2 = mu.clone()
+    mu2[:, 0], mu2[:, 1] = math.cos(angle), math.sin(angle)
+    half_sq_dist = 0.5 * ((1.0 - math.cos(angle)) ** 2 + math.sin(angle) ** 2)
+    for other, expected in ((mu, same), (mu2, same + (1.0 - w) * kp * half_sq_dist)):
+        kl = kl_divergence(VonMisesFisher(mu, kq), VonMisesFisher(other, kp))
+        assert _scaled_error(kl, expected) <= 1e-13, (kl, expected)
+        assert (kl.detach() >= 0).all()
+        (grad,) = torch.autograd.grad(kl.sum(), kq)
+        assert bool(torch.isfinite(grad).all())
+
+
+def test_huge_concentration_float32_and_the_largest_floats():
+    """float32 up to its largest number and float64 at its largest: every value and gradient
+    finite, float32 the float64 values (at the same, rounded concentration) rounded."""
+    for dtype in (torch.float32, torch.float64):
+        big = torch.finfo(dtype).max
+        kappas = [1e13, 1e20, 1e30, big] if dtype == torch.float32 else [1e300, big]
+        for d in (2, 3, 1000):
+            loc = torch.zeros(len(kappas), d, dtype=dtype)
+            loc[:, 0] = 1.0
+            kappa = torch.tensor(kappas, dtype=dtype, requires_grad=True)
+            q = VonMisesFisher(loc, kappa, validate_args=True)
+            values = [q.log_prob(loc), q.entropy(), kl_divergence(q, HypersphericalUniform(d, (len(kappas),), dtype=dtype))]
+            values.append(kl_divergence(q, VonMisesFisher(loc, kappa.detach() * 0.5)))
+            torch.manual_seed(0)
+            x = q.rsample((3,))
+            values.append(q.log_prob(x).sum(0))
+            values.append(q.score_parts(x).score_function.sum(0))
+            (grad,) = torch.autograd.grad(sum(v.sum() for v in values) + x.sum(), kappa)
+            assert all(bool(torch.isfinite(v).all()) for v in values) and bool(torch.isfinite(grad).all()), (dtype, d, values, grad)
+            if dtype == torch.float32:
+                q64 = VonMisesFisher(loc.double(), kappa.detach().double())
+                ref = [q64.log_prob(loc.double()), q64.entropy(), kl_divergence(q64, HypersphericalUniform(d, (len(kappas),), dtype=torch.float64))]
+                for value, r in zip(values, ref):
+                    assert ((value.detach().double() - r).abs() / r.abs()).max() <= F32_EPS
+
+
+@pytest.mark.parametrize("d, kappa, pole", [(3, 1e20, 0), (3, 1e300, 0), (1000, 1e300, -1), (10, torch.finfo(torch.float64).max, 3)])
+def test_sampler_at_huge_concentration(d, kappa, pole):
+    """Samples at huge kappa lie at 1 - mu'x = |x - mu|^2 / 2 ~ (d - 1) / (2 kappa) from the mean:
+    kappa (1 - mu'x) has mean kappa (1 - A_d(kappa)) (from mpmath; (d - 1)/2 to rounding). The
+    mean is a pole +-e_i: around any other unit vector a sample within 1e-150 of it rounds to it."""
+    n = 4000
+    torch.manual_seed(5)
+    mu = torch.zeros(d, dtype=torch.float64)
+    mu[pole] = 1.0 if pole >= 0 else -1.0
+    x = VonMisesFisher(mu, torch.tensor(kappa, dtype=torch.float64)).sample((n,))
+    assert bool(torch.isfinite(x).all()) and (x.norm(dim=-1) - 1).abs().max() <= 1e-12
+    scaled = 0.5 * kappa * (x - mu).square().sum(-1)  # kappa (1 - mu'x), with kappa * |x - mu|^2 in range
+    expected = [p["ratio_complement"] * kappa for p in HUGE if p["d"] == d and p["kappa"] == kappa]
+    expected = expected[0] if expected else (d - 1) / 2
+    assert abs(float(scaled.mean()) - expected) <= mean_tolerance(float(scaled.var()), n, 4)
 
 
 def test_bad_shapes_and_values_raise():
