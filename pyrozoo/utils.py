@@ -1,7 +1,8 @@
-"""Devices, seeds and command-line integer ranges."""
+"""Devices, seeds, command-line integer ranges and module helpers."""
 
+import copy
 from contextlib import contextmanager
-from typing import Iterator, List, Optional, Union
+from typing import Dict, Iterator, List, Optional, Union
 
 import pyro
 import torch
@@ -73,6 +74,27 @@ def evaluation_mode(module: torch.nn.Module) -> Iterator[torch.nn.Module]:
     finally:
         for m, training in modes.items():
             m.train(training)
+
+
+@torch.no_grad()
+def with_parameters(net: torch.nn.Module, values: Dict[str, torch.Tensor]) -> torch.nn.Module:
+    """A deep copy of ``net`` whose parameters named in ``values`` hold those values (e.g.
+    posterior means); ``net`` itself is left as it is.
+
+    :raises KeyError: a name that is no parameter of ``net``.
+    :raises ValueError: a value whose shape differs from its parameter's.
+    """
+    params = dict(net.named_parameters())
+    for name, value in values.items():
+        if name not in params:
+            raise KeyError(f"value for unknown parameter {name!r}")
+        if tuple(value.shape) != tuple(params[name].shape):
+            raise ValueError(f"value for {name!r} has shape {tuple(value.shape)}, the parameter {tuple(params[name].shape)}")
+    out = copy.deepcopy(net)
+    for name, p in out.named_parameters():
+        if name in values:
+            p.copy_(values[name])
+    return out
 
 
 def rng_states() -> dict:

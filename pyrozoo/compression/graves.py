@@ -58,12 +58,13 @@ def graves_pruned(guide: MeanFieldNormalGuide, threshold: float, include: Option
     if not (threshold >= 0):
         raise ValueError(f"the signal-to-noise threshold must be non-negative, got {threshold}")
     snr = signal_to_noise(guide, include)
+    sites = guide.sites()
     saved = {}
     total = kept = 0
     try:
         with torch.no_grad():
             for name, ratio in snr.items():
-                key = guide._sites[name].key
+                key = sites[name].key
                 loc, log_scale = guide.locs[key], guide.log_scales[key]
                 saved[key] = (loc.clone(), log_scale.clone())
                 prune = ratio < threshold

@@ -70,6 +70,5 @@ def weight_masks(prior, masks: Dict[str, torch.Tensor]) -> Dict[str, torch.Tenso
     """Group masks broadcast to the weights' shapes (a pruned group removes all its weights)."""
     out = {}
     for w, m in masks.items():
-        dim, shape = prior._groups[w]
-        out[w] = m.reshape(prior.group_shape(w)).expand(shape).clone()
+        out[w] = m.reshape(prior.group_shape(w)).expand(prior.weight_shape(w)).clone()
     return out

@@ -21,6 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from pyrozoo.utils import with_parameters
+
 __all__ = ["apply_masks", "to_sparse", "SparseLinear", "SparseConv2d", "sparse_storage_bytes"]
 
 
@@ -44,17 +46,9 @@ def apply_masks(net: nn.Module, masks: Dict[str, torch.Tensor], values: Optional
     :param masks: ``{parameter name: bool tensor of its shape}``, True = kept.
     :param values: optional replacement values (e.g. posterior means) for some parameters.
     """
-    params = _check_masks(net, masks)
-    values = dict(values or {})
-    for name, value in values.items():
-        if name not in params:
-            raise KeyError(f"value for unknown parameter {name!r}")
-        if tuple(value.shape) != tuple(params[name].shape):
-            raise ValueError(f"value for {name!r} has shape {tuple(value.shape)}, the parameter {tuple(params[name].shape)}")
-    out = copy.deepcopy(net)
+    _check_masks(net, masks)
+    out = with_parameters(net, dict(values or {}))
     for name, p in out.named_parameters():
-        if name in values:
-            p.copy_(values[name])
         if name in masks:
             p.mul_(masks[name].to(p.device, p.dtype))
     return out

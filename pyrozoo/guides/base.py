@@ -16,7 +16,7 @@ import math
 import numbers
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, KeysView, List, Optional, Tuple
 
 import numpy as np
 import pyro
@@ -243,9 +243,27 @@ class SitewiseGuide(AutoGuide):
         return result
 
     def sites(self) -> Dict[str, SiteInfo]:
+        """``{site name: SiteInfo}`` of every latent site this guide covers (set up first)."""
         if self.prototype_trace is None:
             raise RuntimeError("the guide has not been set up yet: call it once with the model's arguments")
         return dict(self._sites)
+
+    @property
+    def hidden_sites(self) -> frozenset:
+        """Names of the latent sites this guide leaves alone on purpose (``hide=``)."""
+        return self._hide
+
+    # -- direct evaluation (pyrozoo.inference.direct.DirectGuide) ---------------------------
+    def direct_sites(self, model) -> Optional[KeysView]:
+        """The names of the sites :meth:`forward` samples, each an independent draw from
+        :meth:`posterior`, when this guide is set up for ``model`` itself and no site lies in a
+        plate; ``None`` otherwise. This declares to objectives that they may draw the sites
+        from :meth:`posterior` without running the guide (see
+        :mod:`pyrozoo.inference.direct`); a subclass whose :meth:`forward` samples otherwise
+        returns ``None``."""
+        if self.prototype_trace is None or self.model is not model or self._has_plates:
+            return None
+        return self._sites.keys()
 
 
 def _periodic_repeat(tensor: torch.Tensor, size: int, dim: int) -> torch.Tensor:

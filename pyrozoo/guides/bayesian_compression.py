@@ -88,7 +88,8 @@ class BayesianCompressionGuide(SitewiseGuide):
             super()._setup_prototype(*args, **kwargs)
         finally:
             self._model = (model,)
-        self.weight_names = [name for name in self._sites if name in self.prior._groups]
+        grouped = self.prior.grouped_weights
+        self.weight_names = [name for name in self._sites if name in grouped]
         for weight in self.weight_names:
             for site, _ in self.prior.scale_factors(weight):
                 self._weight_of_scale[site] = weight
@@ -173,6 +174,11 @@ class BayesianCompressionGuide(SitewiseGuide):
     def posterior(self, name, plates=None):
         """The posterior of a scale site, or of a weight site given the last sampled scales."""
         return self._posterior(name, self._values)
+
+    def direct_sites(self, model):
+        """``None``: a weight's posterior depends on the scales drawn in the same call, so the
+        sites are no independent draws an objective could take from :meth:`posterior`."""
+        return None
 
     # -- summaries --------------------------------------------------------------------------------
     @torch.no_grad()

@@ -152,6 +152,11 @@ class RadialDirectionalGuide(MeanFieldNormalGuide):
             return dist.Delta(loc, event_dim=self._directions[child])
         return super().posterior(name, plates)
 
+    def direct_sites(self, model):
+        """``None``: :meth:`forward` samples the direction sites too, which the site-wise base
+        class does not cover, so objectives run this guide rather than draw from :meth:`posterior`."""
+        return None
+
     def forward(self, *args, **kwargs):
         if self.prototype_trace is None:
             self._setup_prototype(*args, **kwargs)

@@ -9,6 +9,7 @@ from torch import nn
 
 from pyrozoo.distributions.dropout_normal import DropoutNormal
 from pyrozoo.guides.base import SitewiseGuide, check_bool, check_bounds, check_real, init_to_network
+from pyrozoo.utils import with_parameters
 
 #: the parameterisations of the thesis' eq. 11 / Table 2
 PARAMETERIZATIONS = ("additive", "weight", "neuron", "layer", "zero-mean")
@@ -262,12 +263,11 @@ class VariationalDropoutGuide(SitewiseGuide):
     def mean_network(self, net: Optional[nn.Module] = None, masked: bool = False, threshold: Optional[float] = None) -> nn.Module:
         """A deterministic copy of the model's network (``model.net`` unless ``net`` is given)
         with the random parameters replaced by their posterior means: mean propagation, or,
-        with ``masked``, the pruned network of Sparse VD."""
-        from pyrozoo.compression.sparse import apply_masks
-
+        with ``masked``, the pruned network of Sparse VD (the means of pruned weights are
+        zero; :func:`pyrozoo.compression.to_sparse` then stores only the kept ones)."""
         net = net if net is not None else self.model.net
         means = self.means(masked=masked, threshold=threshold)
-        return apply_masks(net, {}, values=means)
+        return with_parameters(net, means)
 
 
 class SparseVariationalDropoutGuide(VariationalDropoutGuide):

@@ -13,13 +13,10 @@ from pyro.poutine.util import site_is_subsample
 from pyro.util import check_model_guide_match, check_site_shape, warn_if_nan
 from torch.distributions import kl_divergence
 
-from pyro.poutine.runtime import _PYRO_STACK
-
 from pyrozoo.distributions.kl import summed_kl, summed_kl_total
-from pyrozoo.guides.base import SitewiseGuide
-from pyrozoo.models.bnn import BayesianNeuralNetwork
-from pyrozoo.poutine.latent_scale import LatentScaleMessenger
-from pyrozoo.poutine.weight_noise import NormalWeight, WeightNoiseMessenger, normal_base
+from pyrozoo.inference.direct import direct_arguments, direct_latent_sites
+from pyrozoo.poutine.stack import active_handlers
+from pyrozoo.poutine.weight_noise import NormalWeight, normal_base
 
 
 def _signature(d):
@@ -58,31 +55,6 @@ def _score_function(site):
     if mask is not None and mask is not True:
         score = score * mask if mask is not False else torch.zeros_like(score)
     return score
-
-
-def direct_arguments(model, guide, args, kwargs):
-    """``(x, y, subsample)`` when a call ``(model, guide, *args, **kwargs)`` can be evaluated
-    without Pyro traces, else ``None``: a :class:`~pyrozoo.models.BayesianNeuralNetwork`, a
-    set-up :class:`~pyrozoo.guides.SitewiseGuide` of that very model without plates, and
-    observed targets. (Which handlers may be on the stack is for each caller to decide.)"""
-    if not (isinstance(model, BayesianNeuralNetwork) and isinstance(guide, SitewiseGuide)):
-        return None
-    if guide.prototype_trace is None or guide.model is not model or guide._has_plates:
-        return None
-    try:
-        x, y, subsample = model.split_args(*args, **kwargs)
-    except TypeError:
-        return None
-    return None if y is None else (x, y, subsample)
-
-
-def direct_latent_sites(model, guide, x):
-    """The model's ``(name, prior)`` latent sites at inputs ``x`` when the guide covers exactly
-    those sites, else ``None`` (the trace-based path then applies)."""
-    sites = model.latent_sites(x)
-    if sites is None or len(sites) != len(guide._sites) or any(name not in guide._sites for name, _ in sites):
-        return None
-    return sites
 
 
 class DifferentiableLossELBO:
@@ -221,32 +193,29 @@ class ClosedFormKL_ELBO(DifferentiableLossELBO, ELBO):
 
     # -- direct evaluation ------------------------------------------------------------------
     def _direct_plan(self, model, guide, args, kwargs):
-        """``(latent scale, weight-noise estimator, x, y, subsample)`` when this call can be
-        evaluated without Pyro's effect stack, else ``None``.
+        """``(latent scale, weight-noise estimator, guide's site names, x, y, subsample)`` when
+        this call can be evaluated without Pyro's effect stack, else ``None``.
 
-        That holds for a :class:`~pyrozoo.models.BayesianNeuralNetwork` whose prior has one
-        site per parameter, observed targets, a set-up :class:`~pyrozoo.guides.SitewiseGuide`
-        of that model covering exactly its latent sites, sequential particles, and no
-        handler on the stack other than pyrozoo's own latent-scale and weight-noise
-        handlers, which the direct evaluation interprets itself.
+        That holds when the model and guide declare it through the protocols of
+        :mod:`pyrozoo.inference.direct` (e.g. a :class:`~pyrozoo.models.BayesianNeuralNetwork`
+        with one prior site per parameter and a set-up :class:`~pyrozoo.guides.SitewiseGuide`
+        of it without plates), the call observes targets, particles are sequential, and no
+        handler is active other than pyrozoo's own latent-scale and weight-noise handlers,
+        which the direct evaluation interprets itself.
         """
         if not self.fuse or self.vectorize_particles:
             return None
         call = direct_arguments(model, guide, args, kwargs)
         if call is None:
             return None
-        scale, estimator = 1.0, None
-        for messenger in _PYRO_STACK:  # outermost first: the innermost weight-noise handler wins, as in Pyro
-            if isinstance(messenger, LatentScaleMessenger):
-                scale = scale * messenger.scale
-            elif isinstance(messenger, WeightNoiseMessenger):
-                estimator = messenger.estimator
-            else:
-                return None
-        return (scale, estimator) + call
+        handlers = active_handlers()
+        if handlers.foreign:
+            return None
+        estimator = handlers.weight_noise.estimator if handlers.weight_noise is not None else None
+        return (handlers.latent_scale, estimator) + call
 
-    def _direct_elbo_particle(self, model, guide, scale, estimator, x, y, subsample):
-        sites = direct_latent_sites(model, guide, x)
+    def _direct_elbo_particle(self, model, guide, scale, estimator, names, x, y, subsample):
+        sites = direct_latent_sites(model, names, x)
         if sites is None:
             return None
         values, pairs = {}, []

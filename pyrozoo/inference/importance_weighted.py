@@ -48,13 +48,13 @@ import torch
 from pyro import poutine
 from pyro.distributions.util import is_identically_zero, scale_and_mask
 from pyro.infer.renyi_elbo import RenyiELBO
-from pyro.poutine.runtime import _PYRO_STACK
 from pyro.poutine.util import site_is_subsample
 from pyro.util import warn_if_nan
 
 from pyrozoo.distributions.semi_implicit import find_semi_implicit, semi_implicit_role
-from pyrozoo.inference.elbo import DifferentiableLossELBO, _may_have_score_function, direct_arguments, direct_latent_sites
-from pyrozoo.poutine.weight_noise import WeightNoiseMessenger
+from pyrozoo.inference.direct import direct_arguments, direct_latent_sites
+from pyrozoo.inference.elbo import DifferentiableLossELBO, _may_have_score_function
+from pyrozoo.poutine.stack import active_handlers
 
 MINIBATCH_BIAS_WARNING = (
     "importance-weighted objective on a subsampled data plate: the log-mean-exp of N/n-scaled "
@@ -107,11 +107,14 @@ class _ImportanceWeights:
     """Evaluation of ``K`` joint log-weights :math:`\\ell_k` for an objective, shared by the
     importance-weighted bounds, reweighted wake-sleep and importance resampling.
 
-    Two paths compute the same numbers: a direct one for a
+    Two paths compute the same numbers: a direct one for a model and guide that declare it
+    (:class:`~pyrozoo.inference.direct.DirectParticlesModel` and
+    :class:`~pyrozoo.inference.direct.DirectGuide`, e.g. a
     :class:`~pyrozoo.models.BayesianNeuralNetwork` with one prior site per parameter and a
-    :class:`~pyrozoo.guides.SitewiseGuide` without plates, which draws ``K`` weight vectors at
-    once and runs the network on all of them with :func:`torch.func.vmap` (Pyro's
-    ``vectorize_particles`` cannot: ``nn.Linear`` does not take a batch of weights); and a
+    :class:`~pyrozoo.guides.SitewiseGuide` without plates), which draws ``K`` weight vectors at
+    once and lets the model evaluate all of them together (a BNN runs its network with
+    :func:`torch.func.vmap`; Pyro's ``vectorize_particles`` cannot: ``nn.Linear`` does not
+    take a batch of weights), called with no handler active; and a
     trace-based one for any model and guide (sequential particles, or Pyro's vectorised
     particle plate when ``vectorize_particles=True`` and the model supports it).
     """
@@ -127,24 +130,25 @@ class _ImportanceWeights:
 
     @staticmethod
     def _check_stack():
-        for messenger in _PYRO_STACK:
-            if isinstance(messenger, WeightNoiseMessenger):
-                raise ValueError(
-                    "importance weights need one global weight sample per particle; local "
-                    "reparameterization / flipout sample per-example weights and do not apply here"
-                )
+        if active_handlers().weight_noise is not None:
+            raise ValueError(
+                "importance weights need one global weight sample per particle; local "
+                "reparameterization / flipout sample per-example weights and do not apply here"
+            )
 
     def direct(self, model, guide, num_particles, args, kwargs, detach_samples=False):
         """``(values, log_joint, log_q)`` with ``(K, ...)`` values per site and ``(K,)``
         log-densities, or ``None`` when the direct path does not apply."""
-        call = None if _PYRO_STACK else direct_arguments(model, guide, args, kwargs)
+        if active_handlers().count or getattr(model, "log_likelihood_particles", None) is None:
+            return None
+        call = direct_arguments(model, guide, args, kwargs)
         if call is None:
             return None
-        x, y, subsample = call
-        sites = direct_latent_sites(model, guide, x)
+        names, x, y, subsample = call
+        sites = direct_latent_sites(model, names, x)
         if sites is None:
             return None
-        N = model.likelihood.dataset_size
+        N = getattr(model, "dataset_size", None)
         if N is not None and len(y) < N:
             self._warn_minibatch()
         K = num_particles
@@ -163,24 +167,8 @@ class _ImportanceWeights:
                 log_q = log_q + q.log_prob(value).reshape(K, -1).sum(-1)
             with semi_implicit_role("model"):
                 log_p = log_p + prior.log_prob(value).reshape(K, -1).sum(-1)
-        log_lik = self.batched_log_likelihood(model, values, x, y, subsample)
+        log_lik = model.log_likelihood_particles(values, x, y, subsample)
         return values, log_p + log_lik, log_q
-
-    @staticmethod
-    def batched_log_likelihood(model, values, x, y, subsample=None) -> torch.Tensor:
-        """``(K,)`` scaled log-likelihoods :meth:`BayesianNeuralNetwork.log_likelihood` of ``K``
-        parameter draws (leading dim of every value in ``values``)."""
-        names = model.random_parameter_names
-        params = {name: values[name] for name in names}
-        out = torch.func.vmap(lambda p: model.net_output(p, x))(params)
-        likelihood = model.likelihood
-        latents = {key: values[name] for key, (name, _) in likelihood.latent_sites(out[0]).items()}
-        obs = likelihood.check_obs(out[0], y)
-        # one precision per particle: Gaussian.predictive_distribution broadcasts a leading sample dim
-        lp = likelihood.predictive_distribution(out, **latents).log_prob(obs)
-        lp = lp.reshape(out.shape[0], -1).sum(-1)
-        N, n = likelihood.dataset_size, out.shape[1]
-        return lp if N is None else lp * (N / n)
 
     def traced(self, model, guide, args, kwargs, detach_samples=False):
         """``(guide traces, log_joint, log_q)`` from Pyro traces, with ``(K,)`` log-densities.

@@ -237,7 +237,7 @@ def _guide_hidden_sites(guide) -> Optional[set]:
         return None
     hidden = set()
     for part in parts:
-        hidden |= set(part._hide)
+        hidden |= part.hidden_sites
         # sites the guide's own model observed (e.g. an obs site named by the user's model)
         # are sampled when predicting, but are no latent variable the guide should cover
         if part.prototype_trace is not None:

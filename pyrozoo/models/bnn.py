@@ -91,14 +91,14 @@ class BayesianNeuralNetwork(nn.Module):
         """The network's output with the parameters in ``values`` substituted."""
         return functional_call(self.net, values, (x,), strict=False)
 
-    # -- direct evaluation (no effect stack) ----------------------------------------------
+    # -- direct evaluation (no effect stack; pyrozoo.inference.direct.DirectParticlesModel) --
     def latent_sites(self, x: torch.Tensor) -> Optional[List[Tuple[str, object]]]:
         """``[(site name, prior)]`` of every latent site this model would sample, in order,
         or ``None`` when the prior is structured (sites are not one per parameter).
 
         With :meth:`log_likelihood`, this lets an objective evaluate exactly what Pyro would
         compute from a trace of :meth:`forward`, without running the effect stack on every
-        site (see :class:`pyrozoo.inference.ClosedFormKL_ELBO`).
+        site (see :mod:`pyrozoo.inference.direct`).
         """
         if not self.prior.one_site_per_parameter:
             return None
@@ -122,3 +122,23 @@ class BayesianNeuralNetwork(nn.Module):
         out = self.net_output(params, x)
         latents = {key: values[name] for key, (name, _) in self.likelihood.latent_sites(out).items()}
         return self.likelihood.scaled_log_likelihood(out, y, latents)
+
+    def log_likelihood_particles(self, values: Dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, subsample: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """``(K,)`` scaled log-likelihoods :meth:`log_likelihood` of ``K`` parameter draws (the
+        leading dim of every value in ``values``), with the network run on all of them at once
+        by :func:`torch.func.vmap`."""
+        params = {name: values[name] for name in self._random_names}
+        out = torch.func.vmap(lambda p: self.net_output(p, x))(params)
+        likelihood = self.likelihood
+        latents = {key: values[name] for key, (name, _) in likelihood.latent_sites(out[0]).items()}
+        obs = likelihood.check_obs(out[0], y)
+        # one precision per particle: Gaussian.predictive_distribution broadcasts a leading sample dim
+        lp = likelihood.predictive_distribution(out, **latents).log_prob(obs)
+        lp = lp.reshape(out.shape[0], -1).sum(-1)
+        N, n = likelihood.dataset_size, out.shape[1]
+        return lp if N is None else lp * (N / n)
+
+    @property
+    def dataset_size(self) -> Optional[int]:
+        """The likelihood's number of examples in the full data set (``None``: not set)."""
+        return self.likelihood.dataset_size

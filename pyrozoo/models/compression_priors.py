@@ -18,7 +18,7 @@ The priors emit, per weight ``"<layer>.weight"``, the scale sites listed by
 """
 
 import math
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, KeysView, List, Optional, Tuple
 
 import pyro
 import pyro.distributions as dist
@@ -72,6 +72,15 @@ class GroupScalePrior(Prior):
     def num_groups(self, weight_name: str) -> int:
         dim, shape = self._groups[weight_name]
         return shape[dim]
+
+    @property
+    def grouped_weights(self) -> KeysView:
+        """Names of the weights with group scales (those the model has sampled so far)."""
+        return self._groups.keys()
+
+    def weight_shape(self, weight_name: str) -> tuple:
+        """Shape of the grouped weight ``weight_name``."""
+        return self._groups[weight_name][1]
 
     def weight_scale(self, weight_name: str, values: Dict[str, torch.Tensor]) -> torch.Tensor:
         """The group scale broadcastable to the weight, from sampled scale-site values."""

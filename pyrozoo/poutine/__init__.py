@@ -1,6 +1,7 @@
 """Effect handlers: variance reduction (local reparameterization, flipout) and objective scaling."""
 
 from pyrozoo.poutine.latent_scale import LatentScaleMessenger, latent_scale
+from pyrozoo.poutine.stack import ActiveHandlers, active_handlers
 from pyrozoo.poutine.weight_noise import (
     FlipoutMessenger,
     LocalReparameterizationMessenger,
@@ -27,4 +28,6 @@ __all__ = [
     "weight_means",
     "LatentScaleMessenger",
     "latent_scale",
+    "ActiveHandlers",
+    "active_handlers",
 ]

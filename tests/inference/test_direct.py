@@ -1,0 +1,219 @@
+"""Direct evaluation is declared, not detected: objectives take it for exactly the models and
+guides that implement the protocols of :mod:`pyrozoo.inference.direct`, whatever their class,
+and only where no foreign effect handler is active (the one reader of Pyro's handler stack is
+:func:`pyrozoo.poutine.active_handlers`)."""
+
+from pathlib import Path
+
+import pyro
+import pyro.distributions as dist
+import pytest
+import torch
+from pyro.infer.autoguide import AutoNormal
+
+from pyrozoo.guides import MeanFieldNormalGuide
+from pyrozoo.inference import ClosedFormKL_ELBO, ImportanceWeighted_ELBO, ReweightedWakeSleepLoss
+from pyrozoo.inference.direct import DirectGuide, DirectModel, DirectParticlesModel
+from pyrozoo.poutine import active_handlers, flipout, latent_scale, local_reparameterization
+from tests.inference.cases import small_bnn
+
+LIBRARY = Path(__file__).resolve().parents[2] / "pyrozoo"
+
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:importance-weighted objective on a subsampled data plate"),
+    pytest.mark.filterwarnings("ignore:Found vars in model but not guide"),
+]
+
+
+def guide_runs(guide, evaluate) -> int:
+    """How often ``evaluate()`` runs the guide: the trace-based path runs it once per
+    particle, the direct path never (it draws from ``guide.posterior``)."""
+    calls = [0]
+    forward = guide.forward
+
+    def counted(*args, **kwargs):
+        calls[0] += 1
+        return forward(*args, **kwargs)
+
+    guide.forward = counted
+    try:
+        evaluate()
+    finally:
+        del guide.forward
+    return calls[0]
+
+
+@pytest.fixture
+def bnn():
+    x, y = torch.randn(10, 5), torch.randn(10, 1)
+    model = small_bnn()
+    guide = MeanFieldNormalGuide(model, init_scale=0.1)
+    guide(x, y)
+    return model, guide, x, y
+
+
+def test_bnn_and_sitewise_guides_implement_the_protocols(bnn):
+    model, guide, x, y = bnn
+    assert isinstance(model, DirectModel) and isinstance(model, DirectParticlesModel)
+    assert isinstance(guide, DirectGuide)
+    assert set(guide.direct_sites(model)) == {name for name, _ in model.latent_sites(x)}
+    assert guide.direct_sites(small_bnn()) is None  # a guide of another model
+    assert MeanFieldNormalGuide(model).direct_sites(model) is None  # not set up yet
+
+
+def _under(handler, fn):
+    def run():
+        with handler():
+            return fn()
+
+    return run
+
+
+@pytest.mark.parametrize(
+    "case, direct",
+    [
+        ("plain", True),
+        ("keywords", True),
+        ("subsample", True),
+        ("latent_scale", True),
+        ("local_reparameterization", True),
+        ("flipout", True),
+        ("latent_scale+flipout", True),
+        ("trace", False),
+        ("block", False),
+        ("no targets", False),
+        ("no fuse", False),
+        ("hidden site", False),
+        ("guide of another model", False),
+    ],
+)
+def test_the_elbo_evaluates_directly_exactly_where_declared(bnn, case, direct):
+    model, guide, x, y = bnn
+    elbo = ClosedFormKL_ELBO(fuse=case != "no fuse")
+    if case == "hidden site":
+        guide = MeanFieldNormalGuide(model, hide=["noise_precision"])
+        guide(x, y)
+    elif case == "guide of another model":
+        guide = MeanFieldNormalGuide(small_bnn())
+        guide(x, y)
+    call = {
+        "keywords": lambda: elbo.loss(model, guide, x=x, y=y),
+        "subsample": lambda: elbo.loss(model, guide, x[:4], y[:4], torch.arange(4)),
+        "no targets": lambda: elbo.loss(model, guide, x),
+    }.get(case, lambda: elbo.loss(model, guide, x, y))
+    handlers = {
+        "latent_scale": lambda: latent_scale(0.3),
+        "local_reparameterization": local_reparameterization,
+        "flipout": flipout,
+        "trace": lambda: pyro.poutine.trace(param_only=True),
+        "block": pyro.poutine.block,
+    }
+    if case == "latent_scale+flipout":
+        call = _under(lambda: latent_scale(0.3), _under(flipout, call))
+    elif case in handlers:
+        call = _under(handlers[case], call)
+    assert guide_runs(guide, call) == (0 if direct else 1)
+
+
+def test_plain_pyro_models_and_guides_take_the_trace_path():
+    x, y = torch.randn(10, 3), torch.randn(10)
+
+    def model(x, y=None):
+        w = pyro.sample("w", dist.Normal(torch.zeros(3), 1.0).to_event(1))
+        with pyro.plate("data", len(x)):
+            pyro.sample("obs", dist.Normal(x @ w, 1.0), obs=y)
+
+    guide = AutoNormal(model)
+    guide(x, y)
+    assert not isinstance(model, DirectModel) and not isinstance(guide, DirectGuide)
+    assert guide_runs(guide, lambda: ClosedFormKL_ELBO().loss(model, guide, x, y)) == 1
+    assert guide_runs(guide, lambda: ImportanceWeighted_ELBO(3).loss(model, guide, x, y)) == 3
+
+
+def test_importance_weights_are_direct_only_without_any_handler(bnn):
+    model, guide, x, y = bnn
+    for objective in (ImportanceWeighted_ELBO(3), ReweightedWakeSleepLoss(3)):
+        assert guide_runs(guide, lambda: objective.loss(model, guide, x, y)) == 0
+        assert guide_runs(guide, _under(lambda: latent_scale(0.5), lambda: objective.loss(model, guide, x, y))) == 3
+        assert guide_runs(guide, _under(pyro.poutine.block, lambda: objective.loss(model, guide, x, y))) == 3
+
+
+class DeclaredRegression:
+    """Bayesian linear regression that is no BayesianNeuralNetwork, with direct evaluation
+    declared through the protocol (not the particle extension)."""
+
+    def __init__(self, d):
+        self.prior = dist.Normal(torch.zeros(d, dtype=torch.float64), 1.0).to_event(1)
+
+    def __call__(self, x, y=None):
+        w = pyro.sample("w", self.prior)
+        with pyro.plate("data", len(x)):
+            pyro.sample("obs", dist.Normal(x @ w, 0.5), obs=y)
+
+    @staticmethod
+    def split_args(x, y=None):
+        return x, y, None
+
+    def latent_sites(self, x):
+        return [("w", self.prior)]
+
+    def log_likelihood(self, values, x, y, subsample=None):
+        return dist.Normal(x @ values["w"], 0.5).log_prob(y).sum()
+
+
+class DeclaredGuide:
+    def __init__(self, model, d):
+        self.model = model
+        self.loc = torch.linspace(-1, 1, d, dtype=torch.float64).requires_grad_()
+        self.runs = 0
+
+    def posterior(self, name):
+        return dist.Normal(self.loc, 0.3).to_event(1)
+
+    def direct_sites(self, model):
+        return ("w",) if model is self.model else None
+
+    def __call__(self, x, y=None):
+        self.runs += 1
+        pyro.sample("w", self.posterior("w"))
+
+
+def test_any_model_and_guide_that_declare_it_are_evaluated_directly():
+    """The objectives ask the protocol, not the class: a hand-written model and guide get the
+    direct path, with the same value and gradient as the trace-based one on the same draws."""
+    x, y = torch.randn(12, 3, dtype=torch.float64), torch.randn(12, dtype=torch.float64)
+    model = DeclaredRegression(3)
+    guide = DeclaredGuide(model, 3)
+    assert isinstance(model, DirectModel) and not isinstance(model, DirectParticlesModel)
+    assert isinstance(guide, DirectGuide)
+    results = []
+    for fuse, runs in ((True, 0), (False, 1)):
+        guide.runs = 0
+        pyro.set_rng_seed(1)
+        loss = ClosedFormKL_ELBO(fuse=fuse).differentiable_loss(model, guide, x, y)
+        assert guide.runs == runs
+        results.append((loss, torch.autograd.grad(loss, [guide.loc])[0]))
+    (direct, g_direct), (traced, g_traced) = results
+    torch.testing.assert_close(direct, traced)
+    torch.testing.assert_close(g_direct, g_traced)
+    # without log_likelihood_particles the importance-weighted objectives run the guide
+    guide.runs = 0
+    ImportanceWeighted_ELBO(3).loss(model, guide, x, y)
+    assert guide.runs == 3
+
+
+def test_active_handlers():
+    assert active_handlers() == (0, False, 1.0, None)
+    with latent_scale(0.5), local_reparameterization() as outer, latent_scale(0.2), flipout() as inner:
+        handlers = active_handlers()
+        assert handlers.count == 4 and not handlers.foreign
+        assert handlers.latent_scale == pytest.approx(0.1)
+        assert handlers.weight_noise is inner and handlers.weight_noise is not outer
+    with latent_scale(0.5), pyro.poutine.block():
+        handlers = active_handlers()
+        assert handlers.count == 2 and handlers.foreign and handlers.latent_scale is None
+
+
+def test_one_module_reads_pyros_handler_stack():
+    readers = sorted(str(p.relative_to(LIBRARY.parent)) for p in LIBRARY.rglob("*.py") if "_PYRO_STACK" in p.read_text())
+    assert readers == ["pyrozoo/poutine/stack.py"]
