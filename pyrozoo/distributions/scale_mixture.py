@@ -4,11 +4,31 @@ import math
 
 import torch
 from pyro.distributions import TorchDistribution, constraints
+from torch.distributions.utils import lazy_property
 
 from pyrozoo.distributions.constraints import positive_finite
 from pyrozoo.distributions.util import broadcast_params
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+
+
+def _half_squares(value: torch.Tensor, sigma1: torch.Tensor, sigma2: torch.Tensor, shared: bool):
+    """``0.5 * value^2 / sigma_i^2`` for both components.
+
+    ``shared``: from one square of ``value`` shared by both terms, as the committed results
+    were computed (bitwise the same values and gradients), after scaling ``value`` and the
+    scales by the power of two that brings the scales' geometric mean near 1, an exact
+    scaling that keeps ``sigma^2`` from under- or overflowing (float32 scales beyond
+    ~1e+-19 gave NaN). It needs scales within a factor 2^40 of each other; otherwise each term
+    is formed as ``(value / sigma)^2``, which holds for any pair of finite scales."""
+    if not shared:
+        z1, z2 = value / sigma1, value / sigma2
+        return 0.5 * (z1 * z1), 0.5 * (z2 * z2)
+    exponent = torch.round(0.5 * (torch.log2(sigma1) + torch.log2(sigma2))).clamp(-126.0, 127.0)
+    k = torch.exp2(-exponent)
+    scaled = value * k
+    sq = 0.5 * (scaled * scaled)
+    return sq / (sigma1 * k) ** 2, sq / (sigma2 * k) ** 2
 
 
 class ScaleMixtureNormal(TorchDistribution):
@@ -56,6 +76,14 @@ class ScaleMixtureNormal(TorchDistribution):
     def variance(self):
         return self.pi * self.sigma1**2 + (1 - self.pi) * self.sigma2**2
 
+    @lazy_property
+    def _scales_are_close(self) -> bool:
+        # read on the host only where that costs no device synchronisation: on an accelerator
+        # the form that holds for any scales is used
+        if self.sigma1.device.type != "cpu":
+            return False
+        return bool((torch.log2(self.sigma1) - torch.log2(self.sigma2)).abs().max() <= 40.0) if self.sigma1.numel() else True
+
     def log_prob(self, value):
         if self._validate_args:
             self._validate_sample(value)
@@ -63,11 +91,8 @@ class ScaleMixtureNormal(TorchDistribution):
         # elementwise work on weight-sized tensors.
         c1 = torch.log(self.pi) - torch.log(self.sigma1) - _HALF_LOG_2PI
         c2 = torch.log1p(-self.pi) - torch.log(self.sigma2) - _HALF_LOG_2PI
-        # (value / sigma)^2 rather than value^2 / sigma^2: sigma^2 and value^2 under- or
-        # overflow for scales beyond ~1e+-19 in float32 (sigma = 1e-30 gave NaN)
-        z1 = value / self.sigma1
-        z2 = value / self.sigma2
-        return torch.logaddexp(c1 - 0.5 * z1 * z1, c2 - 0.5 * z2 * z2)
+        half_sq1, half_sq2 = _half_squares(value, self.sigma1, self.sigma2, self._scales_are_close)
+        return torch.logaddexp(c1 - half_sq1, c2 - half_sq2)
 
     def sample(self, sample_shape=torch.Size()):
         shape = self._extended_shape(sample_shape)
