@@ -22,13 +22,13 @@ from pathlib import Path
 import pandas as pd
 import pyro
 
-from pyrozoo.cli import add_common_arguments, device_from_args, finite_float, non_negative_float_list, positive_float, positive_int, probability, run_main
 from pyrozoo.compression.graves import pruning_curve
 from pyrozoo.data import load_mnist
 from pyrozoo.guides import MeanFieldNormalGuide
 from pyrozoo.inference import BlundellKLReweighting, ClosedFormKL_ELBO, evaluate, fit
 from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical, ScaleMixturePrior
 from pyrozoo.reporting import save_figure, save_table, to_markdown
+from recipes.cli import add_common_arguments, device_from_args, finite_float, non_negative_float_list, positive_float, positive_int, probability, run_main
 
 #: Blundell et al. (2015), Table 1: test error (%) of BBB with the scale-mixture prior
 PUBLISHED_ERROR = {400: 1.36, 800: 1.34, 1200: 1.32}

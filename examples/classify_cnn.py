@@ -49,9 +49,7 @@ import pyro
 import torch
 
 from pyrozoo import atomic, metrics
-from pyrozoo.cli import add_common_arguments, device_from_args, fraction, name_list, non_negative_int, positive_float, positive_int, run_main, settings_digest
 from pyrozoo.data import load_mnist
-from pyrozoo.experiments import read_runs
 from pyrozoo.guides import DeltaGuide
 from pyrozoo.inference import fit
 from pyrozoo.inference.posterior_averaging import StepSizeWeightedAverage, ensemble_probs
@@ -64,6 +62,8 @@ from pyrozoo.models.spike_and_slab import SpikeAndSlabPrior
 from pyrozoo.reporting import save_figure, save_table, to_markdown
 from pyrozoo.robustness import fgsm_accuracy
 from pyrozoo.utils import set_seed
+from recipes import read_runs
+from recipes.cli import add_common_arguments, device_from_args, fraction, name_list, non_negative_int, positive_float, positive_int, run_main, settings_digest
 
 METHODS = ("adam", "dropout", "sghmc", "sghmc-sa")
 DATASETS = {"mnist": "MNIST", "fashion": "Fashion-MNIST"}

@@ -1,7 +1,7 @@
 """Compare inference methods (prior, guide, objective or kernel) under a matched budget.
 
 Runs every requested method on every data set, seed and budget through
-:func:`pyrozoo.experiments.compare.compare` (budget = gradient evaluations, i.e. optimizer or
+:func:`recipes.compare.compare` (budget = gradient evaluations, i.e. optimizer or
 sampler steps on minibatches of the same size for every method), and writes
 
 * ``<stem>.csv``: one row per run (``dataset, method, seed, budget, rmse_or_error, test_ll,
@@ -25,9 +25,9 @@ from pathlib import Path
 import pyro
 
 from pyrozoo.data import UCI_DATASETS
-from pyrozoo.cli import add_common_arguments, device_from_args, int_ranges, name_list, parse_seeds, positive_int, positive_int_list, run_main
-from pyrozoo.experiments.compare import DEFAULT_METHODS, compare, plot_calibration, plot_metric_vs_budget, summarize
 from pyrozoo.reporting import save_figure, save_table, to_markdown
+from recipes.cli import add_common_arguments, device_from_args, int_ranges, name_list, parse_seeds, positive_int, positive_int_list, run_main
+from recipes.compare import DEFAULT_METHODS, compare, plot_calibration, plot_metric_vs_budget, summarize
 
 
 def parse_args(argv=None):

@@ -19,7 +19,7 @@ Examples::
     python examples/compress_lenet.py --summarize a.csv b.csv --table-stem compress_lenet
     python examples/compress_lenet.py --quick          # smoke run used by the tests
 
-Methods register in ``pyrozoo/experiments/compress_*.py`` (``--list-methods``); a module may
+Methods register in ``recipes/compress_*.py`` (``--list-methods``); a module may
 define ``PUBLISHED``, a list of dicts with ``method, arch, test_error, compression_ratio`` and
 optional ``per_layer_sparsity, pruned_architecture, bits, flops, source``.
 """
@@ -33,12 +33,12 @@ from pathlib import Path
 import pandas as pd
 
 from pyrozoo import atomic
-from pyrozoo.cli import add_common_arguments, device_from_args, existing_file, name_list, parse_seeds, positive_float, positive_int, run_main, settings_digest
 from pyrozoo.data import load_mnist
-from pyrozoo.experiments import read_runs
-from pyrozoo.experiments.lenet import ARCHITECTURES, CSV_COLUMNS, CompressionConfig, available_methods
 from pyrozoo.reporting import save_table, to_markdown
 from pyrozoo.utils import set_seed
+from recipes import read_runs
+from recipes.cli import add_common_arguments, device_from_args, existing_file, name_list, parse_seeds, positive_float, positive_int, run_main, settings_digest
+from recipes.lenet import ARCHITECTURES, CSV_COLUMNS, CompressionConfig, available_methods
 
 TABLE_COLUMNS = ["method", "arch", "source", "test_error", "compression_ratio", "params_kept", "flops", "pruned_architecture", "per_layer_sparsity", "bits", "compression_with_bits", "epochs"]
 
@@ -86,10 +86,10 @@ def parse_args(argv=None):
 
 
 def published_rows() -> pd.DataFrame:
-    """``PUBLISHED`` of every loaded ``pyrozoo.experiments.compress_*`` module, labelled as published."""
+    """``PUBLISHED`` of every loaded ``recipes.compress_*`` module, labelled as published."""
     rows = []
     for name, module in sorted(sys.modules.items()):
-        if name.startswith("pyrozoo.experiments.compress_"):
+        if name.startswith("recipes.compress_"):
             rows.extend(getattr(module, "PUBLISHED", []))
     table = pd.DataFrame(rows)
     if len(table):

@@ -25,7 +25,6 @@ Example::
 import argparse
 import json
 import math
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -35,16 +34,14 @@ import torch
 from pyro import poutine
 from pyro.distributions.util import scale_and_mask
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from pyrozoo import atomic  # noqa: E402
-from pyrozoo.cli import add_common_arguments, device_from_args, name_list, positive_float, positive_int, run_main, split_spec  # noqa: E402
-from pyrozoo.data import UCIDataset, parse_splits  # noqa: E402
-from pyrozoo.guides import MeanFieldNormalGuide, SemiImplicitGuide  # noqa: E402
-from pyrozoo.inference import ClosedFormKL_ELBO, DSIVI_ELBO, evaluate, fit  # noqa: E402
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Gaussian, NormalGammaPrior  # noqa: E402
-from pyrozoo.reporting import mean_and_stderr, save_figure, save_table  # noqa: E402
-from pyrozoo.utils import set_seed  # noqa: E402
+from pyrozoo import atomic
+from pyrozoo.data import UCIDataset, parse_splits
+from pyrozoo.guides import MeanFieldNormalGuide, SemiImplicitGuide
+from pyrozoo.inference import ClosedFormKL_ELBO, DSIVI_ELBO, evaluate, fit
+from pyrozoo.models import MLP, BayesianNeuralNetwork, Gaussian, NormalGammaPrior
+from pyrozoo.reporting import mean_and_stderr, save_figure, save_table
+from pyrozoo.utils import set_seed
+from recipes.cli import add_common_arguments, device_from_args, name_list, positive_float, positive_int, run_main, split_spec
 
 METHODS = ("joint", "marginal", "marginal+SI")
 

@@ -17,7 +17,6 @@ Example::
 
 import argparse
 import math
-import sys
 import time
 from pathlib import Path
 
@@ -28,14 +27,12 @@ import torch
 from pyro.distributions.transforms import LowerCholeskyAffine
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from pyrozoo import atomic  # noqa: E402
-from pyrozoo.cli import add_common_arguments, bounded_float, device_from_args, parse_seeds, positive_float, positive_int, positive_int_list, run_main  # noqa: E402
-from pyrozoo.distributions import ExplicitMixing, SemiImplicit  # noqa: E402
-from pyrozoo.inference import DSIVI_ELBO  # noqa: E402
-from pyrozoo.reporting import mean_and_stderr, save_figure, save_table  # noqa: E402
-from pyrozoo.utils import set_seed  # noqa: E402
+from pyrozoo import atomic
+from pyrozoo.distributions import ExplicitMixing, SemiImplicit
+from pyrozoo.inference import DSIVI_ELBO
+from pyrozoo.reporting import mean_and_stderr, save_figure, save_table
+from pyrozoo.utils import set_seed
+from recipes.cli import add_common_arguments, bounded_float, device_from_args, parse_seeds, positive_float, positive_int, positive_int_list, run_main
 
 
 class Target:

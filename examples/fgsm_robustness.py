@@ -22,18 +22,18 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from pyrozoo.cli import add_common_arguments, device_from_args, fraction, non_negative_float_list, positive_int, run_main
 from pyrozoo.data import TensorBatches, load_mnist
-from pyrozoo.experiments.compress_sparse_vd import train_sparse_vd
-from pyrozoo.experiments.lenet import CompressionConfig
-from pyrozoo.experiments.lenet_recipes import linear_to_zero
-from pyrozoo.experiments.variance_networks import train_variational_dropout
 from pyrozoo.guides.variational_dropout import PARAMETERIZATIONS
 from pyrozoo.inference import default_optimizer
 from pyrozoo.reporting import save_figure, save_table, to_markdown
 from pyrozoo.robustness import fgsm_accuracy
 from pyrozoo.serialization import load_state
 from pyrozoo.utils import set_seed
+from recipes.cli import add_common_arguments, device_from_args, fraction, non_negative_float_list, positive_int, run_main
+from recipes.compress_sparse_vd import train_sparse_vd
+from recipes.lenet import CompressionConfig
+from recipes.lenet_recipes import linear_to_zero
+from recipes.variance_networks import train_variational_dropout
 
 DEFAULT_EPSILONS = "0,0.02,0.05,0.1,0.15,0.2,0.3"
 

@@ -31,15 +31,15 @@ import pyro
 import torch
 
 from pyrozoo import atomic
-from pyrozoo.cli import add_common_arguments, device_from_args, positive_float, positive_int, positive_int_list, run_main
 from pyrozoo.data import load_mnist
-from pyrozoo.experiments import read_runs
 from pyrozoo.guides import MeanFieldNormalGuide
 from pyrozoo.inference import ClosedFormKL_ELBO, fit
 from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical, NormalPrior
 from pyrozoo.poutine import latent_scale, local_reparameterization, weight_means, weights_per_example
 from pyrozoo.reporting import save_table, to_markdown
 from pyrozoo.serialization import load_state
+from recipes import read_runs
+from recipes.cli import add_common_arguments, device_from_args, positive_float, positive_int, positive_int_list, run_main
 
 ESTIMATORS = {
     "local reparameterization": local_reparameterization,

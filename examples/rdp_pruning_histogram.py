@@ -24,8 +24,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from pyrozoo.cli import add_common_arguments, device_from_args, existing_file, positive_int, run_main  # noqa: E402
 from pyrozoo.reporting import save_figure  # noqa: E402
+from recipes.cli import add_common_arguments, device_from_args, existing_file, positive_int, run_main  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -41,8 +41,8 @@ def parse_args(argv=None):
 def train_and_collect(args, path: Path) -> dict:
     """Runs the registered ``rdp`` compression method once, writing its statistics to ``path``."""
     from pyrozoo.data import load_mnist
-    from pyrozoo.experiments.lenet import CompressionConfig, available_methods
     from pyrozoo.utils import set_seed
+    from recipes.lenet import CompressionConfig, available_methods
 
     set_seed(args.seed)
     train = load_mnist("mnist", train=True, data_dir=args.data_dir)

@@ -37,10 +37,8 @@ import pyro
 import torch
 
 from pyrozoo import atomic, metrics
-from pyrozoo.cli import add_common_arguments, device_from_args, name_list, positive_float, positive_int, run_main
 from pyrozoo.data import TensorBatches, load_cifar10
 from pyrozoo.data.cifar import MEAN, STD
-from pyrozoo.experiments import read_runs
 from pyrozoo.inference.pruning import MagnitudePruning, layer_sparsity_for_overall, sparsity_of
 from pyrozoo.inference.sgmcmc import SGHMC, model_output
 from pyrozoo.inference.sgmcmc_sa import StochasticApproximation
@@ -50,6 +48,8 @@ from pyrozoo.models.spike_and_slab import SpikeAndSlabPrior
 from pyrozoo.reporting import save_table, to_markdown
 from pyrozoo.serialization import load_state, save_state
 from pyrozoo.utils import set_seed
+from recipes import read_runs
+from recipes.cli import add_common_arguments, device_from_args, name_list, positive_float, positive_int, run_main
 
 METHODS = ("a-sghmc", "a-sghmc-em", "sghmc-sa", "a-sghmc-sa")
 #: Table 3: (v0, v1) by target sparsity

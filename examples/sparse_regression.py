@@ -50,8 +50,6 @@ import torch
 from torch import nn
 
 from pyrozoo import atomic
-from pyrozoo.cli import add_common_arguments, device_from_args, fraction, name_list, parse_seeds, positive_float, positive_float_list, positive_int, run_main
-from pyrozoo.experiments import read_runs
 from pyrozoo.inference.posterior_averaging import StepSizeWeightedAverage
 from pyrozoo.inference.sgmcmc import SGLD
 from pyrozoo.inference.sgmcmc_sa import StochasticApproximation
@@ -60,6 +58,8 @@ from pyrozoo.models import BayesianNeuralNetwork, Gaussian
 from pyrozoo.models.spike_and_slab import SpikeAndSlabPrior
 from pyrozoo.reporting import save_figure, save_table, to_markdown
 from pyrozoo.utils import set_seed
+from recipes import read_runs
+from recipes.cli import add_common_arguments, device_from_args, fraction, name_list, parse_seeds, positive_float, positive_float_list, positive_int, run_main
 
 METHODS = ("sgld-sa", "sgld-em", "sgld")
 #: SA step size and minibatch size: the paper's Sec. 5.1 text, and the authors' R script

@@ -1,8 +1,9 @@
 """The "Sagar 2020 (results withdrawn)" UCI table: our importance-weighted objectives beside the
 paper's withdrawn numbers and the published baselines, each row labelled for what it is.
 
-Runs (unless ``--no-run``) ``examples/uci_regression.py --method iwae,renyi,esbo,mfvi`` on the
-paper's five data sets, split by split (so an interrupted sweep covers every data set evenly;
+Runs (unless ``--no-run``) the UCI protocol's ``iwae``, ``renyi``, ``esbo`` and ``mfvi``
+(:func:`recipes.sweep.sweep`, as ``examples/uci_regression.py`` does) on the paper's five data
+sets, split by split (so an interrupted sweep covers every data set evenly;
 ``--resume`` semantics: runs already in ``--runs`` are skipped), all four methods with the same
 number of gradient steps (``--epochs`` full-batch steps; protein: ``--protein-epochs`` epochs of
 minibatches of ``--protein-batch-size``, since a full-batch step there costs ~0.6 s), then writes
@@ -12,7 +13,7 @@ minibatches of ``--protein-batch-size``, since a full-batch step there costs ~0.
   log-likelihood per example, original units (``iwae``, ``renyi``, ``esbo``; ``mfvi`` is the
   plain-ELBO baseline: same model, mean-field Gaussian, closed-form KL, local reparameterization);
 * ``Sagar 2020 (withdrawn)``: the paper's Tables 1 and 2 with their column labels as printed
-  (``pyrozoo/experiments/data/sagar2020_withdrawn.csv``; the paper reports negative test LL,
+  (``recipes/data/sagar2020_withdrawn.csv``; the paper reports negative test LL,
   shown here as test LL = -NLL). The author withdrew them ("the results are false");
   they are not reproduction targets;
 * ``published``: ``uci/published_baselines.csv`` with its sources.
@@ -24,23 +25,19 @@ minibatches of ``--protein-batch-size``, since a full-batch step there costs ~0.
 
 import argparse
 import math
-import sys
 from pathlib import Path
 
 import pandas as pd
 
-from pyrozoo.cli import add_common_arguments, name_list, non_negative_int, positive_int, run_main, split_spec
 from pyrozoo.data import UCI_DATASETS, UCIDataset, parse_splits
-from pyrozoo.experiments import read_runs
-from pyrozoo.experiments.uci import published_baselines
 from pyrozoo.reporting import mean_and_stderr, save_table, to_markdown
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import uci_regression  # noqa: E402  (the sweep itself is uci_regression.py's)
+from recipes.cli import add_common_arguments, device_from_args, name_list, non_negative_int, positive_int, run_main, split_spec
+from recipes.sweep import read_results, sweep
+from recipes.uci import UCIRunConfig, published_baselines
+from recipes.uci_importance_weighted import WITHDRAWN_TABLE as WITHDRAWN
 
 DATASETS = ["bostonHousing", "concrete", "energy", "protein-tertiary-structure", "wine-quality-red"]
 METHODS = ["iwae", "renyi", "esbo", "mfvi"]
-WITHDRAWN = Path(__file__).resolve().parents[1] / "pyrozoo" / "experiments" / "data" / "sagar2020_withdrawn.csv"
 LABELS = {
     "iwae": "IWAE bound (Renyi alpha=0), resampled q_K",
     "renyi": "Renyi alpha bound, resampled q_K",
@@ -60,7 +57,7 @@ def withdrawn_numbers() -> pd.DataFrame:
 
 def settings(dataset: str, args) -> tuple:
     """``(epochs, batch_size)`` of ``dataset``'s runs: full batch, except protein (see ``--protein-batch-size``)."""
-    from pyrozoo.experiments import uci_importance_weighted as iw
+    from recipes import uci_importance_weighted as iw
 
     epochs = args.epochs or iw.DEFAULTS["epochs"]
     if dataset == "protein-tertiary-structure" and args.protein_batch_size:
@@ -68,9 +65,10 @@ def settings(dataset: str, args) -> tuple:
     return epochs, 10**9
 
 
-def sweep_arguments(dataset: str, args) -> list:
+def run_settings(dataset: str, args) -> dict:
+    """The :class:`~recipes.uci.UCIRunConfig` fields of ``dataset``'s runs (:func:`settings`)."""
     epochs, batch_size = settings(dataset, args)
-    return ["--epochs", str(epochs), "--batch-size", str(batch_size)]
+    return {"epochs": epochs, "batch_size": batch_size}
 
 
 def steps_of(dataset: str, method: str, args) -> int:
@@ -97,8 +95,8 @@ def table(runs: pd.DataFrame, args) -> pd.DataFrame:
 
 
 def notes(runs: pd.DataFrame, args, runs_path: Path) -> str:
-    from pyrozoo.experiments import uci_importance_weighted as iw
-    from pyrozoo.experiments import uci_vi
+    from recipes import uci_importance_weighted as iw
+    from recipes import uci_vi
 
     d = iw.DEFAULTS
     counts = []
@@ -145,7 +143,7 @@ def main(argv=None):
     if unknown:
         parser.error(f"argument --datasets: unknown data set(s) {unknown}; choose from {', '.join(UCI_DATASETS)}")
     if not args.no_run:
-        from pyrozoo.experiments.uci import available_methods
+        from recipes.uci import available_methods
 
         unknown = [m for m in methods if m not in available_methods()]
         if unknown:
@@ -159,8 +157,11 @@ def main(argv=None):
         datasets, args.splits, methods = datasets[:1], "0", methods
     runs_path = args.runs or Path(args.results_dir) / ("uci_esbo_runs_quick.csv" if args.quick else "uci_esbo_runs.csv")
     if not args.no_run:
-        uci_regression.sweep(methods, datasets, args.splits, runs_path, args, lambda dataset, method: sweep_arguments(dataset, args))
-    runs = read_runs(runs_path, uci_regression.RESULT_COLUMNS, numeric=["split", "rmse", "test_ll", "train_seconds"], missing_ok=False)
+        # split by split over every data set (protein is capped at its 5), resuming from --runs
+        splits = parse_splits(args.splits, max(UCIDataset(d, args.data_dir).n_splits for d in datasets))
+        config = UCIRunConfig(device=device_from_args(args), seed=args.seed, quick=args.quick, progress=not args.no_progress)
+        sweep(methods, datasets, splits, runs_path, config=config, settings=lambda dataset, method: run_settings(dataset, args), data_dir=args.data_dir)
+    runs = read_results(runs_path, missing_ok=False)
     runs = runs[runs.method.isin(methods) & runs.dataset.isin(datasets)]
     if runs.empty:
         raise SystemExit(f"no runs of {methods} in {runs_path}")

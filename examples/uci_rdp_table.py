@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from pyrozoo.cli import add_common_arguments, run_main
 from pyrozoo.data import UCI_DATASETS
-from pyrozoo.experiments import read_runs
-from pyrozoo.experiments.uci import published_baselines
 from pyrozoo.reporting import format_mean_se, mean_and_stderr, save_table, to_markdown
+from recipes import read_runs
+from recipes.cli import add_common_arguments, run_main
+from recipes.uci import published_baselines
 
 PUBLISHED = ["VI", "PBP", "MC dropout (2016)", "MC dropout (grid search 2018)", "RDP (paper)"]
 
@@ -51,14 +51,14 @@ def settings_note(datasets, data_dir=None) -> str:
     import math
 
     from pyrozoo.data import UCIDataset
-    from pyrozoo.experiments import uci_rdp
+    from recipes import uci_rdp
 
     d = uci_rdp.DEFAULTS
     # the paper's Adam steps per split (400 epochs of minibatches of 5) over ours
     ratios = {name: 400 * math.ceil(0.9 * len(UCIDataset(name, data_dir)) / 5) / d["steps"] for name in datasets}
     low, high = min(ratios, key=ratios.get), max(ratios, key=ratios.get)
     return (
-        "Settings of the measured runs (defaults of `pyrozoo/experiments/uci_rdp.py`): one hidden ReLU layer "
+        "Settings of the measured runs (defaults of `recipes/uci_rdp.py`): one hidden ReLU layer "
         "(50 units, 100 for protein), double-grouped RDP hidden layer, N(0, 1) mean-field output layer and biases, "
         f"Gamma{tuple(d['precision_prior'])} noise-precision prior, half-Cauchy radius scales tau = {d['local_scale']}, "
         f"vMF direction prior with expected cosine {1 - d['direction_epsilon']:.2g} (posterior initialised at {1 - d['init_direction_epsilon']:.3g}), "

@@ -11,12 +11,12 @@ Three stages, each resumable (its results file is read back and finished work sk
    data set on raw targets; on the protocol's standardised targets one rate does not fit
    all five (e.g. Yacht, whose noise is ~5 % of the target's sd, needs a larger one than
    Boston), so each method gets its own.
-2. **The standard splits.** ``examples/uci_regression.py`` runs every method with its
-   chosen rate on ``--splits`` of the standard Hernandez-Lobato & Adams splits
-   (``uci_sgmcmc_runs.csv``, one row per run).
+2. **The standard splits.** :func:`recipes.sweep.sweep` (as ``examples/uci_regression.py``)
+   runs every method with its chosen rate on ``--splits`` of the standard Hernandez-Lobato &
+   Adams splits (``uci_sgmcmc_runs.csv``, one row per run).
 3. **The table** (``uci_sgmcmc_table.{csv,md}``) and a plot (``uci_sgmcmc_table.png``):
    mean ± standard error over splits of RMSE and test log-likelihood, the authors' RMSE
-   (``pyrozoo/experiments/data/deng2019_uci.csv``), the difference and its z-score, and the
+   (``recipes/data/deng2019_uci.csv``), the difference and its z-score, and the
    rank of each method within a data set, ours and theirs.
 
 The authors' protocol differs (stated in the table's notes): random 90/10 splits, raw
@@ -32,21 +32,18 @@ that change a run (grid, tuning split, epochs), so a changed setting never resum
 
 import argparse
 import math
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pyro
 
 from pyrozoo import atomic
-from pyrozoo.cli import add_common_arguments, device_from_args, name_list, non_negative_int, positive_int, run_main, settings_digest, split_spec
 from pyrozoo.data import UCIDataset, parse_splits
-from pyrozoo.experiments import read_runs, uci_sgmcmc
-from pyrozoo.experiments.uci import UCIRunConfig, run_split
 from pyrozoo.reporting import mean_and_stderr, save_figure, save_table, to_markdown
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import uci_regression  # noqa: E402  (the sweep itself is uci_regression.py's)
+from recipes import read_runs, uci_sgmcmc
+from recipes.cli import add_common_arguments, device_from_args, name_list, non_negative_int, positive_int, run_main, settings_digest, split_spec
+from recipes.sweep import read_results, sweep
+from recipes.uci import UCIRunConfig, run_split
 
 DATASETS = ["bostonHousing", "yacht", "energy", "wine-quality-red", "concrete"]
 METHODS = ["sghmc", "a-sghmc", "sghmc-em", "a-sghmc-em", "sghmc-sa", "a-sghmc-sa"]
@@ -90,7 +87,7 @@ def tune(datasets, methods, args, path: Path) -> pd.DataFrame:
     rows = read_tuning(path).to_dict("records")
     done = {(r["dataset"], r["method"], float(r["lr"])) for r in rows}
     device = device_from_args(args)
-    pyro.enable_validation(False)  # as in uci_regression.py: a diverged rate ends as FloatingPointError, not a validation error
+    pyro.enable_validation(False)  # as in recipes.sweep.sweep: a diverged rate ends as FloatingPointError, not a validation error
     for dataset in datasets:
         split = UCIDataset(dataset, args.data_dir).split(args.tune_split).validation(VALIDATION_FRACTION, seed=args.seed)
         for method in methods:
@@ -224,9 +221,11 @@ def main(argv=None):
     rates = chosen_rates(tuning[tuning.dataset.isin(args.datasets) & tuning.method.isin(args.methods)], args.grid)
     if not args.no_run:
         lr = {(r.dataset, r.method): r.lr for r in rates.itertuples()}
-        extra = (["--epochs", str(args.epochs)] if args.epochs else []) + ["--num-samples", str(NUM_SAMPLES)]
-        uci_regression.sweep(args.methods, args.datasets, args.splits, runs_path, args, lambda dataset, method: ["--lr", repr(lr[dataset, method]), *extra])
-    runs = read_runs(runs_path, uci_regression.RESULT_COLUMNS, numeric=["split", "rmse", "test_ll", "train_seconds"], missing_ok=False)
+        # split by split over every data set, resuming from the runs file
+        splits = parse_splits(args.splits, max(UCIDataset(d, args.data_dir).n_splits for d in args.datasets))
+        config = UCIRunConfig(epochs=args.epochs, num_samples=NUM_SAMPLES, device=device_from_args(args), seed=args.seed, quick=args.quick, progress=not args.no_progress)
+        sweep(args.methods, args.datasets, splits, runs_path, config=config, settings=lambda dataset, method: {"lr": lr[dataset, method]}, data_dir=args.data_dir)
+    runs = read_results(runs_path, missing_ok=False)
     runs = runs[runs.dataset.isin(args.datasets) & runs.method.isin(args.methods)]
     if runs.empty:
         raise SystemExit(f"no runs of {args.methods} in {runs_path}")

@@ -24,7 +24,6 @@ Example::
 import argparse
 import json
 import math
-import sys
 import time
 from pathlib import Path
 
@@ -32,15 +31,13 @@ import pandas as pd
 import pyro
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from pyrozoo import atomic  # noqa: E402
-from pyrozoo.cli import add_common_arguments, device_from_args, non_negative_int, parse_seeds, positive_float, positive_int, run_main, settings_digest  # noqa: E402
-from pyrozoo.data import TensorBatches, load_mnist  # noqa: E402
-from pyrozoo.inference import DSIVI_ELBO, LinearKLWarmup, collect_parameters, default_optimizer, fit, training_step  # noqa: E402
-from pyrozoo.models import MLP, VAE, AggregatedPosteriorPrior, AmortizedNormalGuide, GaussianEncoder, StandardNormalLatentPrior, VampPrior  # noqa: E402
-from pyrozoo.reporting import save_table  # noqa: E402
-from pyrozoo.utils import set_seed  # noqa: E402
+from pyrozoo import atomic
+from pyrozoo.data import TensorBatches, load_mnist
+from pyrozoo.inference import DSIVI_ELBO, LinearKLWarmup, collect_parameters, default_optimizer, fit, training_step
+from pyrozoo.models import MLP, VAE, AggregatedPosteriorPrior, AmortizedNormalGuide, GaussianEncoder, StandardNormalLatentPrior, VampPrior
+from pyrozoo.reporting import save_table
+from pyrozoo.utils import set_seed
+from recipes.cli import add_common_arguments, device_from_args, non_negative_int, parse_seeds, positive_float, positive_int, run_main, settings_digest
 
 PRIORS = ("normal", "vamp", "dsivi")
 #: the K of the thesis' DSIVI rows (Table 3), at which every dsivi run's prior-term looseness is measured

@@ -26,14 +26,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from pyrozoo.cli import add_common_arguments, device_from_args, name_list, non_negative_int, positive_int, run_main
 from pyrozoo.data import load_mnist
-from pyrozoo.experiments.variance_networks import ARCHITECTURES
-from pyrozoo.experiments.variance_networks import PRIORS, PUBLISHED_TABLE2, accuracy_tracker, evaluate_parameterization, train_variational_dropout
-from pyrozoo.reporting import save_figure
 from pyrozoo.guides.variational_dropout import PARAMETERIZATIONS
+from pyrozoo.reporting import save_figure
 from pyrozoo.reporting import save_table, to_markdown
 from pyrozoo.utils import set_seed
+from recipes.cli import add_common_arguments, device_from_args, name_list, non_negative_int, positive_int, run_main
+from recipes.variance_networks import ARCHITECTURES
+from recipes.variance_networks import PRIORS, PUBLISHED_TABLE2, accuracy_tracker, evaluate_parameterization, train_variational_dropout
 
 COLUMNS = ["parameterization", "source", "epochs", "elbo", "data_term", "kl", "mean_propagation_accuracy", "test_time_averaging_accuracy", "mean_log_alpha"]
 #: the authors' training length (epochs)

@@ -1,7 +1,8 @@
 """Writing results: tables as CSV + Markdown, figures as PNG, summaries over runs.
 
-Example scripts write everything they report through these functions into
-``docs/results/`` (or ``--results-dir``), so nothing there is typed by hand.
+Every function that writes takes the folder to write into (``results_dir``); the library
+has no default location. Scripts that report results write them all through these functions,
+so nothing in a results folder is typed by hand.
 """
 
 import math
@@ -12,7 +13,13 @@ import pandas as pd
 
 from pyrozoo import atomic
 
-DEFAULT_RESULTS_DIR = Path("docs") / "results"
+
+def _results_dir(results_dir, caller: str) -> Path:
+    if results_dir is None:
+        raise ValueError(f"{caller}: results_dir is required (the folder to write into); the library has no default location")
+    directory = Path(results_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
 
 
 def to_markdown(df: pd.DataFrame, floatfmt: str = ".4g", index: bool = False) -> str:
@@ -34,14 +41,14 @@ def to_markdown(df: pd.DataFrame, floatfmt: str = ".4g", index: bool = False) ->
     return "\n".join(out) + "\n"
 
 
-def save_table(df: pd.DataFrame, stem: str, results_dir: Union[str, Path, None] = None, *, title: Optional[str] = None, notes: Optional[str] = None, floatfmt: str = ".4g", allow_empty: bool = False) -> Path:
-    """Writes ``<stem>.csv`` and ``<stem>.md`` (with optional title and notes), each atomically;
-    returns the CSV path. A table without rows is refused (``ValueError``) unless
-    ``allow_empty``: a run that ran nothing must not replace a table of results."""
+def save_table(df: pd.DataFrame, stem: str, results_dir: Union[str, Path], *, title: Optional[str] = None, notes: Optional[str] = None, floatfmt: str = ".4g", allow_empty: bool = False) -> Path:
+    """Writes ``<results_dir>/<stem>.csv`` and ``<stem>.md`` (with optional title and notes),
+    each atomically; returns the CSV path. ``results_dir`` is made if missing. A table without
+    rows is refused (``ValueError``) unless ``allow_empty``: a run that ran nothing must not
+    replace a table of results."""
     if df.empty and not allow_empty:
         raise ValueError(f"refusing to write an empty table {stem}.csv: a run that ran nothing is not a result (nothing was written)")
-    directory = Path(results_dir) if results_dir is not None else DEFAULT_RESULTS_DIR
-    directory.mkdir(parents=True, exist_ok=True)
+    directory = _results_dir(results_dir, "save_table")
     csv_path = directory / f"{stem}.csv"
     atomic.write_csv(df, csv_path)
     parts = []
@@ -54,9 +61,9 @@ def save_table(df: pd.DataFrame, stem: str, results_dir: Union[str, Path, None] 
     return csv_path
 
 
-def save_figure(fig, stem: str, results_dir: Union[str, Path, None] = None, dpi: int = 120) -> Path:
-    directory = Path(results_dir) if results_dir is not None else DEFAULT_RESULTS_DIR
-    directory.mkdir(parents=True, exist_ok=True)
+def save_figure(fig, stem: str, results_dir: Union[str, Path], dpi: int = 120) -> Path:
+    """Writes ``<results_dir>/<stem>.png`` atomically; ``results_dir`` is made if missing."""
+    directory = _results_dir(results_dir, "save_figure")
     path = directory / f"{stem}.png"
     return atomic.save_figure(fig, path, dpi=dpi, bbox_inches="tight")
 

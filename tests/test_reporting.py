@@ -115,3 +115,13 @@ def test_an_empty_table_never_replaces_a_table(tmp_path):
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
     save_table(pd.DataFrame({"a": []}), "empty", tmp_path, allow_empty=True)
     assert (tmp_path / "empty.csv").read_text() == "a\n"
+
+
+def test_the_results_folder_is_an_argument(tmp_path, monkeypatch):
+    """The library has no default results folder: a writer without one writes nothing."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(TypeError):
+        save_table(pd.DataFrame({"a": [1.0]}), "t")  # no folder given
+    with pytest.raises(ValueError, match="results_dir is required"):
+        save_table(pd.DataFrame({"a": [1.0]}), "t", None)
+    assert list(tmp_path.iterdir()) == []

@@ -3,7 +3,7 @@ synthetic problems with known answers, and in-memory minibatching."""
 
 from pyrozoo.data.batching import TensorBatches
 from pyrozoo.data.idx import load_mnist, read_idx
-from pyrozoo.data.paths import default_data_dir, resolve_data_dir
+from pyrozoo.data.paths import resolve_data_dir
 from pyrozoo.data.synthetic import LinearRegressionProblem, linear_regression, toy_regression_1d
 from pyrozoo.data.uci import UCI_DATASETS, UCIDataset, UCISplit, parse_splits
 from pyrozoo.data.validation import check_finite, check_same_length
@@ -12,7 +12,6 @@ __all__ = [
     "TensorBatches",
     "load_mnist",
     "read_idx",
-    "default_data_dir",
     "resolve_data_dir",
     "LinearRegressionProblem",
     "linear_regression",

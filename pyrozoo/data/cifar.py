@@ -12,6 +12,7 @@ NumPy arrays) and refuses every other import a pickle asks for.
 
 import codecs
 import importlib
+import os
 import pickle
 from pathlib import Path
 from typing import Optional, Tuple, Union
@@ -19,7 +20,7 @@ from typing import Optional, Tuple, Union
 import numpy as np
 import torch
 
-from pyrozoo.data.paths import default_data_dir
+from pyrozoo.data.paths import ENV_VAR
 from pyrozoo.data.validation import check_stored_labels
 
 FOLDER = "cifar-10-batches-py"
@@ -86,20 +87,19 @@ class _BatchUnpickler(pickle.Unpickler):
 
 def find_cifar10(data_dir: Optional[Union[str, Path]] = None) -> Path:
     """The folder holding the batches: ``data_dir`` itself or ``data_dir/cifar-10-batches-py``
-    (default data root: :func:`~pyrozoo.data.paths.default_data_dir`)."""
-    try:
-        root = Path(data_dir) if data_dir is not None else default_data_dir()
-    except FileNotFoundError:
-        root = None
+    (default data root: ``$PYROZOO_DATA_DIR``)."""
+    if data_dir is None and os.environ.get(ENV_VAR):
+        data_dir = os.environ[ENV_VAR]
+    root = Path(data_dir) if data_dir is not None else None
     candidates = [] if root is None else [root, root / FOLDER]
     for folder in candidates:
         if (folder / TRAIN_BATCHES[0]).is_file():
             return folder
-    where = ", ".join(str(c) for c in candidates) or "(no data directory)"
+    where = ", ".join(str(c) for c in candidates) or f"(no data directory given: pass data_dir or set ${ENV_VAR})"
     raise FileNotFoundError(
         f"CIFAR-10 python batches not found (looked in {where}). Download "
         "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz, extract it, and pass the folder "
-        f"containing '{FOLDER}' with --data-dir."
+        f"containing '{FOLDER}' as data_dir (--data-dir of the example scripts)."
     )
 
 

@@ -66,7 +66,8 @@ def load_mnist(kind: str = "mnist", train: bool = True, data_dir: Optional[Union
     """Images as float32 in [0, 1] of shape ``(n, 1, 28, 28)`` and int64 labels.
 
     :param kind: ``"mnist"`` or ``"fashion"``.
-    :param data_dir: root holding ``MNIST/raw`` and ``FashionMNIST/raw`` (torchvision's layout).
+    :param data_dir: root holding ``MNIST/raw`` and ``FashionMNIST/raw`` (torchvision's layout);
+        default ``$PYROZOO_DATA_DIR`` (:func:`pyrozoo.data.paths.resolve_data_dir`).
     """
     folder_name = _FOLDERS.get(kind.lower())
     if folder_name is None:

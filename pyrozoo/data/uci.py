@@ -234,11 +234,12 @@ class UCISplit:
 
 
 class UCIDataset:
-    """A UCI regression data set in the layout of ``shared/data/uci/<name>/``.
+    """A UCI regression data set in the layout ``<data root>/uci/<name>/`` (``data.txt``,
+    ``index_features.txt``, ``index_target.txt``, ``index_train_<i>.txt``, ...).
 
     :param str name: folder name, one of :data:`UCI_DATASETS`.
     :param data_dir: the data root (containing ``uci/``) or the ``uci`` folder itself;
-        default :func:`pyrozoo.data.paths.default_data_dir`.
+        default ``$PYROZOO_DATA_DIR`` (:func:`pyrozoo.data.paths.resolve_data_dir`).
     """
 
     def __init__(self, name: str, data_dir: Optional[Union[str, Path]] = None):

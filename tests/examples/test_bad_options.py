@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pyrozoo import cli
+from recipes import cli
 from tests.examples.runner import EXAMPLES
 
 SCRIPTS = sorted(p.name for p in EXAMPLES.glob("*.py"))
@@ -154,14 +154,14 @@ FREE_TEXT = {"--stem", "--table-stem", "--notes", "--priors", "--K", "--lr-grid"
 def test_every_option_has_a_checked_type(script):
     """No count, rate or range is parsed as a bare int / float / string (whose 0, -1, nan or
     ``5-2`` would surface as a traceback after files were written): each has one of
-    :mod:`pyrozoo.cli`'s checked types, or a fixed set of choices."""
+    :mod:`recipes.cli`'s checked types, or a fixed set of choices."""
     unchecked = []
     for action in _options(script):
         name = _type_name(action)
         if action.choices is not None or name in BAD_VALUES or name in UNCHECKED_TYPES or action.option_strings[0] in FREE_TEXT:
             continue
         unchecked.append(f"{action.option_strings[0]} (type {name}, default {action.default!r})")
-    assert not unchecked, f"{script}: give these a checked type from pyrozoo.cli: {unchecked}"
+    assert not unchecked, f"{script}: give these a checked type from recipes.cli: {unchecked}"
 
 
 @pytest.mark.parametrize("script", SCRIPTS)

@@ -3,12 +3,12 @@ summary and the plots, and skips unknown methods with a message."""
 
 import pandas as pd
 
-from pyrozoo.experiments.compare import COLUMNS
+from recipes.compare import COLUMNS
 from tests.examples.runner import run_example
 
 
 def test_compare_objectives_quick(tmp_path, monkeypatch, capsys):
-    # a few methods keep the smoke run cheap; tests/experiments/test_compare.py covers the harness
+    # a few methods keep the smoke run cheap; tests/recipes/test_compare.py covers the harness
     run_example(
         "compare_objectives.py", "--quick", "--no-progress", "--results-dir", tmp_path,
         "--methods", "map,mfvi,no-such-method", "--datasets", "bostonHousing,mnist", monkeypatch=monkeypatch,

@@ -21,7 +21,7 @@ def load(relative):
 
 
 def _data_dir_or_skip(name):
-    from pyrozoo.data import default_data_dir
+    from recipes.paths import default_data_dir
 
     try:
         root = default_data_dir()

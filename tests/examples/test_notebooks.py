@@ -13,7 +13,7 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_executes_quick(path, tmp_path, monkeypatch):
-    from pyrozoo.data import default_data_dir
+    from recipes.paths import default_data_dir
 
     try:
         default_data_dir()

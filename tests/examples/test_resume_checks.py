@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from pyrozoo import cli
+from recipes import cli
 from tests.examples.runner import EXAMPLES
 from tests.examples.test_bad_options import _load
 
@@ -60,8 +60,7 @@ def _fails_naming(script, argv, path, monkeypatch, capsys):
 
 @pytest.mark.parametrize("damage", ["cut-mid-row", "row-lost-its-metrics"])
 def test_uci_regression_resume_refuses_a_truncated_runs_csv(damage, tmp_path, monkeypatch, capsys):
-    module = _load("uci_regression.py")
-    monkeypatch.setattr(module, "run_split", no_work)
+    monkeypatch.setattr("recipes.sweep.run_split", no_work)
     out = tmp_path / "uci_bbb.csv"
     (cut_mid_row if damage == "cut-mid-row" else lambda p, f: drop_last_fields(p, f, 4))(out, UCI_ROWS)
     argv = ["--method", "bbb", "--dataset", "bostonHousing", "--splits", "0-2", "--resume", "--out", out, "--results-dir", tmp_path / "results"]
@@ -80,7 +79,7 @@ def test_uci_regression_resume_continues_from_a_complete_runs_csv(tmp_path, monk
         ran.append(split.split)
         return {"rmse": 3.0, "test_ll": -2.7, "train_seconds": 1.0}
 
-    monkeypatch.setattr(module, "run_split", fake_run)
+    monkeypatch.setattr("recipes.sweep.run_split", fake_run)
     monkeypatch.setattr(module, "save_table", lambda *args, **kwargs: None)
     out = tmp_path / "uci_bbb.csv"
     UCI_ROWS.to_csv(out, index=False)
@@ -89,7 +88,7 @@ def test_uci_regression_resume_continues_from_a_complete_runs_csv(tmp_path, monk
 
 
 def test_compare_resume_refuses_a_truncated_runs_csv(tmp_path):
-    from pyrozoo.experiments import compare as harness
+    from recipes import compare as harness
 
     out = tmp_path / "compare.csv"
     row = {c: 1 for c in harness.COLUMNS} | {"dataset": "bostonHousing", "method": "map", "metric": "rmse", "prior": "p", "guide": "g", "objective": "o", "calibration": "{}"}

@@ -186,7 +186,7 @@ def test_uci_sgmcmc_table_quick(tmp_path, monkeypatch):
     best = tuning.loc[tuning.groupby("method").val_rmse.idxmin()].set_index("method").lr
     assert table.set_index("method").lr.to_dict() == best.to_dict()
     # the authors' numbers come from the packaged table, beside ours
-    from pyrozoo.experiments.uci_sgmcmc import PAPER_TABLE
+    from recipes.uci_sgmcmc import PAPER_TABLE
 
     paper = pd.read_csv(PAPER_TABLE).set_index(["dataset", "method"])
     for row in table.itertuples():

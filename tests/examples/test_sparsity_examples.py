@@ -6,7 +6,7 @@ import runpy
 import pandas as pd
 import pytest
 
-from pyrozoo.experiments.lenet import CSV_COLUMNS
+from recipes.lenet import CSV_COLUMNS
 from tests.examples.runner import ROOT, run_example
 
 

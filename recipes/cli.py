@@ -1,0 +1,244 @@
+"""Command-line options shared by the example scripts, and their defaults: the repository's
+layout (``docs/results`` for tables and plots, the nearest ``shared/data`` for data), which
+the library itself does not know."""
+
+import argparse
+import hashlib
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import torch
+
+from pyrozoo.utils import parse_int_ranges
+from recipes.paths import default_data_dir
+
+#: where the examples write tables and plots unless ``--results-dir`` says otherwise
+#: (relative: the repository's ``docs/results`` when run from its root, as ``make demo`` does)
+DEFAULT_RESULTS_DIR = Path("docs") / "results"
+
+
+def data_dir_default() -> Optional[Path]:
+    """``--data-dir``'s default: :func:`recipes.paths.default_data_dir` (``$PYROZOO_DATA_DIR``,
+    else the nearest ``shared/data``), or ``None`` when there is none; a script that then
+    reads data fails with the library's message (pass a data directory or set the variable)."""
+    try:
+        return default_data_dir()
+    except FileNotFoundError:
+        return None
+
+
+def add_common_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """``--device --seed --data-dir --results-dir --quick --no-progress``."""
+    parser.add_argument("--device", type=device_spec, default="auto", help="cpu, cuda, cuda:N or auto (CUDA when available)")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="random seed")
+    parser.add_argument("--data-dir", type=existing_directory, default=data_dir_default(), help="data root (default: $PYROZOO_DATA_DIR, else the nearest shared/data beside the working directory or this checkout)")
+    parser.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS_DIR, help=f"where tables and plots are written (default: {DEFAULT_RESULTS_DIR})")
+    parser.add_argument("--quick", action="store_true", help="a small smoke configuration (used by the test suite)")
+    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    return parser
+
+
+class OptionError(argparse.ArgumentTypeError, ValueError):
+    """A bad option value. Raised by an argparse ``type`` it reads ``argument --x: <message>``
+    (exit status 2, before any work); raised anywhere else it is a ``ValueError``, which
+    :func:`run_main` turns into one line."""
+
+
+def int_ranges(spec: str) -> list:
+    """argparse type: ``"0-4"`` or ``"0,2,7"`` -> list of ints >= 0; an empty selection or a
+    range that runs backwards (``"5-2"``) is an error (:func:`pyrozoo.utils.parse_int_ranges`)."""
+    try:
+        return parse_int_ranges(spec)
+    except ValueError as e:
+        raise OptionError(str(e)) from None
+
+
+def parse_seeds(spec: str):
+    """``"0-4"`` or ``"0,2,7"`` -> list of ints (an argparse type; see :func:`int_ranges`)."""
+    return int_ranges(spec)
+
+
+def split_spec(spec: str) -> str:
+    """argparse type: ``"all"`` or split indices such as ``"0-19"`` / ``"0,3,5"``, checked for
+    syntax, order and emptiness here; returned as given (a data set checks its own range)."""
+    if spec.strip() != "all":
+        int_ranges(spec)
+    return spec.strip()
+
+
+def device_spec(value: str) -> str:
+    """argparse type: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``, available on this machine."""
+    from pyrozoo.utils import resolve_device
+
+    if value != "auto":
+        try:
+            torch.device(value)
+        except (RuntimeError, ValueError, TypeError):
+            raise OptionError(f"{value!r} is not a device (cpu, cuda, cuda:N or auto)") from None
+    try:
+        resolve_device(value)
+    except RuntimeError as e:  # e.g. cuda without a GPU
+        raise OptionError(str(e)) from None
+    return value
+
+
+def device_from_args(args) -> torch.device:
+    from pyrozoo.utils import resolve_device
+
+    try:
+        return resolve_device(args.device)
+    except RuntimeError as e:  # e.g. --device cuda without a GPU: the user's choice, not a bug
+        raise ValueError(f"--device {args.device}: {e}") from e
+
+
+def existing_directory(value: str) -> Path:
+    """argparse type: a folder that exists."""
+    path = Path(value)
+    if not path.is_dir():
+        raise OptionError(f"{value!r} is not an existing directory")
+    return path
+
+
+def existing_file(value: str) -> Path:
+    """argparse type: a file that exists."""
+    path = Path(value)
+    if not path.is_file():
+        raise OptionError(f"{value!r} is not an existing file")
+    return path
+
+
+def _number(text: str, convert, noun: str):
+    try:
+        return convert(text)
+    except ValueError:
+        raise OptionError(f"{text!r} is not {noun}") from None
+
+
+def positive_int(value: str) -> int:
+    """argparse type: an integer >= 1 (epochs, batch sizes, sample counts, widths)."""
+    number = _number(value, int, "an integer")
+    if number < 1:
+        raise OptionError(f"must be >= 1, got {number}")
+    return number
+
+
+def non_negative_int(value: str) -> int:
+    """argparse type: an integer >= 0 (seeds, split indices, counts where 0 switches a feature off)."""
+    number = _number(value, int, "an integer")
+    if number < 0:
+        raise OptionError(f"must be >= 0, got {number}")
+    return number
+
+
+def _finite(value: str) -> float:
+    number = _number(value, float, "a number")
+    if not math.isfinite(number):
+        raise OptionError(f"must be a finite number, got {value}")
+    return number
+
+
+def finite_float(value: str) -> float:
+    """argparse type: any finite number (not nan or inf)."""
+    return _finite(value)
+
+
+def positive_float(value: str) -> float:
+    """argparse type: a finite number > 0 (learning rates, scales)."""
+    number = _number(value, float, "a number")
+    if not (number > 0 and number != float("inf")):
+        raise OptionError(f"must be a finite number > 0, got {value}")
+    return number
+
+
+def bounded_float(low: float, high: float, *, low_inclusive: bool = True, high_inclusive: bool = False):
+    """An argparse type for finite numbers in an interval, e.g. ``bounded_float(-1, 1,
+    low_inclusive=False)`` for a correlation in (-1, 1)."""
+    interval = f"{'[' if low_inclusive else '('}{low:g}, {high:g}{']' if high_inclusive else ')'}"
+
+    def check(value: str) -> float:
+        number = _finite(value)
+        above = number >= low if low_inclusive else number > low
+        below = number <= high if high_inclusive else number < high
+        if not (above and below):
+            raise OptionError(f"must be in {interval}, got {value}")
+        return number
+
+    check.__name__ = f"number in {interval}"
+    return check
+
+
+#: argparse type: a fraction in [0, 1) (burn-in fractions, dropout rates)
+fraction = bounded_float(0.0, 1.0)
+fraction.__name__ = "fraction"
+#: argparse type: a probability in [0, 1] (mixture weights)
+probability = bounded_float(0.0, 1.0, high_inclusive=True)
+probability.__name__ = "probability"
+
+
+def float_list(value: str) -> list:
+    """argparse type: comma-separated finite numbers, e.g. ``"0,0.05,0.1"``."""
+    numbers = [_number(v, float, "a number") for v in value.split(",") if v.strip()]
+    if not numbers or not all(math.isfinite(n) for n in numbers):
+        raise OptionError(f"{value!r}: need at least one finite number")
+    return numbers
+
+
+def non_negative_float_list(value: str) -> list:
+    """argparse type: comma-separated finite numbers >= 0 (attack strengths, thresholds)."""
+    numbers = float_list(value)
+    if min(numbers) < 0:
+        raise OptionError(f"{value!r}: every number must be >= 0")
+    return numbers
+
+
+def positive_float_list(value: str) -> list:
+    """argparse type: comma-separated finite numbers > 0 (scales, learning rates)."""
+    numbers = float_list(value)
+    if min(numbers) <= 0:
+        raise OptionError(f"{value!r}: every number must be > 0")
+    return numbers
+
+
+def positive_int_list(value: str) -> list:
+    """argparse type: comma-separated integers >= 1 (layer widths, epochs, sample counts)."""
+    parts = [v for v in value.split(",") if v.strip()]
+    if not parts:
+        raise OptionError(f"{value!r}: need at least one integer")
+    numbers = [_number(v.strip(), int, "an integer") for v in parts]
+    if min(numbers) < 1:
+        raise OptionError(f"{value!r}: every number must be >= 1")
+    return numbers
+
+
+def name_list(value: str) -> list:
+    """argparse type: comma-separated names (methods, data sets), at least one."""
+    names = list(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
+    if not names:
+        raise OptionError(f"{value!r}: need at least one name")
+    return names
+
+
+def settings_digest(settings) -> str:
+    """Eight hex digits naming a run's settings (``repr`` of a list of pairs or values), for
+    checkpoint and result file names that must change whenever the settings do."""
+    return hashlib.sha1(repr(settings).encode()).hexdigest()[:8]
+
+
+#: errors a user's input can cause (bad values, missing files, an unavailable device)
+USER_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError)
+
+
+def run_main(main) -> None:
+    """Runs an example's ``main()`` as a command: a :data:`USER_ERRORS` exception ends it with
+    a one-line message and exit status 1 instead of a traceback (``PYROZOO_TRACEBACK=1``
+    shows the traceback); an int returned is the exit status."""
+    try:
+        code = main()
+    except USER_ERRORS as e:
+        if os.environ.get("PYROZOO_TRACEBACK"):
+            raise
+        sys.exit(f"{Path(sys.argv[0]).name}: error: {e} (PYROZOO_TRACEBACK=1 shows where)")
+    sys.exit(code if isinstance(code, int) else 0)

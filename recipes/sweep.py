@@ -1,0 +1,117 @@
+"""The UCI regression sweep shared by ``examples/uci_regression.py`` and the UCI table scripts
+(``uci_esbo_table.py``, ``uci_sgmcmc_table.py``): every method of the UCI protocol
+(:mod:`recipes.uci`) on every split of every data set, with resume semantics, writing one
+row per run to a CSV after every run. Its arguments are values (lists of names and split
+indices, a :class:`~recipes.uci.UCIRunConfig`, per-run settings), not command-line strings.
+"""
+
+import dataclasses
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Optional, Union
+
+import pandas as pd
+import pyro
+
+from pyrozoo import atomic
+from pyrozoo.data import UCIDataset
+from recipes import read_runs
+from recipes.paths import resolve_data_dir
+from recipes.uci import UCIRunConfig, available_methods, run_split
+
+#: columns of a per-run results CSV (one row per data set, method and split)
+RESULT_COLUMNS = ["dataset", "method", "split", "rmse", "test_ll", "train_seconds"]
+#: its numeric columns
+RESULT_NUMERIC = ["split", "rmse", "test_ll", "train_seconds"]
+
+
+def _print_now(line: str) -> None:
+    print(line, flush=True)
+
+
+def read_results(path, missing_ok: bool = True) -> pd.DataFrame:
+    """A per-run results CSV (:data:`RESULT_COLUMNS`), checked (:func:`recipes.read_runs`)."""
+    return read_runs(path, RESULT_COLUMNS, numeric=RESULT_NUMERIC, missing_ok=missing_ok)
+
+
+def sweep(
+    methods: Iterable[str],
+    datasets: Iterable[str],
+    splits: Union[Iterable[int], Mapping[str, Iterable[int]]],
+    out: Union[str, Path],
+    *,
+    config: Optional[UCIRunConfig] = None,
+    settings: Optional[Callable[[str, str], dict]] = None,
+    data_dir=None,
+    resume: bool = True,
+    splits_outermost: bool = True,
+    log: Optional[Callable[[str], None]] = _print_now,
+) -> pd.DataFrame:
+    """Runs every method on every split of every data set and returns all rows of ``out``
+    (:data:`RESULT_COLUMNS`), which is rewritten (atomically) after every run, so an
+    interrupted sweep loses nothing.
+
+    :param methods: registered UCI method names (:func:`available_methods`).
+    :param datasets: UCI data set names.
+    :param splits: split indices for every data set (an index a data set does not have is
+        skipped for it, e.g. protein's 5 standard splits), or ``{dataset: indices}``.
+    :param out: the per-run CSV.
+    :param config: the settings of every run (default :class:`UCIRunConfig()`).
+    :param settings: ``settings(dataset, method) -> {field: value}``, per-run changes of
+        ``config`` (e.g. ``{"lr": 1e-5}``, ``{"epochs": 50, "batch_size": 2048}``).
+    :param data_dir: the data root (default :func:`recipes.paths.default_data_dir`).
+    :param resume: keep the runs already in ``out`` (checked, :func:`read_results`) and skip
+        them; without it ``out`` is started afresh.
+    :param splits_outermost: the loop order: splits, data sets, methods (so an interrupted
+        sweep has every data set and method on the splits it finished), else data sets,
+        splits, methods.
+    :param log: gets one line per finished run (default: printed at once; ``None``: silent).
+    """
+    methods, datasets = list(dict.fromkeys(methods)), list(dict.fromkeys(datasets))
+    if not methods or not datasets:
+        raise ValueError(f"nothing to run: methods {methods}, data sets {datasets}")
+    registered = available_methods()
+    unknown = [m for m in methods if m not in registered]
+    if unknown:
+        raise ValueError(f"unknown UCI method(s) {unknown}; available: {', '.join(sorted(registered))}")
+    root = resolve_data_dir(data_dir)
+    loaded = {name: UCIDataset(name, root) for name in datasets}
+    if isinstance(splits, Mapping):
+        chosen = {name: [int(i) for i in splits[name]] for name in datasets}
+        for name, indices in chosen.items():
+            bad = [i for i in indices if not 0 <= i < loaded[name].n_splits]
+            if bad:
+                raise ValueError(f"{name}: splits {bad} out of range 0..{loaded[name].n_splits - 1}")
+    else:
+        wanted = [int(i) for i in splits]
+        largest = max(d.n_splits for d in loaded.values())
+        bad = [i for i in wanted if not 0 <= i < largest]
+        if bad:
+            raise ValueError(f"splits {bad} out of range 0..{largest - 1} (the most any of {datasets} has)")
+        chosen = {name: [i for i in wanted if i < loaded[name].n_splits] for name in datasets}
+    out = Path(out)
+    config = config if config is not None else UCIRunConfig()
+    # an unreadable ``out`` is an error, not a result (nor silently overwritten): read before any run
+    rows = read_results(out).to_dict("records") if resume else []
+    done = {(r["dataset"], r["method"], int(r["split"])) for r in rows}
+    # a diverged run ends as the method's own error (e.g. FloatingPointError), not as Pyro's
+    # argument validation failing on a non-finite value
+    pyro.enable_validation(False)
+
+    if splits_outermost:
+        order = [(d, i) for i in dict.fromkeys(i for d in datasets for i in chosen[d]) for d in datasets if i in chosen[d]]
+    else:
+        order = [(d, i) for d in datasets for i in chosen[d]]
+    for dataset_name, split_index in order:
+        todo = [m for m in methods if (dataset_name, m, split_index) not in done]
+        if not todo:
+            continue
+        split = loaded[dataset_name].split(split_index)
+        for method in todo:
+            run_config = dataclasses.replace(config, **settings(dataset_name, method)) if settings else config
+            result = run_split(method, split, run_config)
+            row = {"dataset": dataset_name, "method": method, "split": split_index, **{k: result[k] for k in ("rmse", "test_ll", "train_seconds")}}
+            rows.append(row)
+            if log is not None:
+                log(f"{dataset_name:28s} {method:10s} split {split_index:2d}  rmse {row['rmse']:.4f}  test_ll {row['test_ll']:.4f}  ({row['train_seconds']:.1f} s)")
+            atomic.write_csv(pd.DataFrame(rows, columns=RESULT_COLUMNS), out)
+    return pd.DataFrame(rows, columns=RESULT_COLUMNS)

@@ -1,0 +1,105 @@
+"""The UCI regression protocol (Hernández-Lobato & Adams 2015) with a registry of methods.
+
+A method is a function ``run(split, config) -> dict`` that trains on ``split``'s
+standardised training data and returns at least ``rmse`` and ``test_ll`` computed in the
+*original* target units (see :meth:`pyrozoo.data.UCISplit.to_original_units`). Methods
+register with :func:`register_uci_method` in a module ``recipes/uci_*.py``;
+:func:`recipes.sweep.sweep` runs any of them over data sets and splits
+(``examples/uci_regression.py`` and the UCI table scripts call it).
+
+A method must honour ``config.epochs`` and ``config.batch_size`` when they are given (one
+optimizer or sampler step per minibatch, ``epochs`` passes): the comparison harness
+(:mod:`recipes.compare`) matches compute budgets through them, and predicts
+through :func:`pyrozoo.inference.evaluate` so that calibration can be recorded.
+"""
+
+from dataclasses import dataclass, field
+from typing import Dict, Optional
+
+import pandas as pd
+import pyro.distributions as dist
+import torch
+
+from pyrozoo.data import UCISplit
+from pyrozoo.models import MLP, BayesianNeuralNetwork, Gaussian
+from pyrozoo.reporting import mean_and_stderr
+from pyrozoo.utils import set_seed
+from recipes.paths import resolve_data_dir
+from recipes.registry import Method, MethodRegistry
+
+
+@dataclass
+class UCIRunConfig:
+    """Settings passed to every method; ``None`` means the method's own default."""
+
+    epochs: Optional[int] = None
+    num_samples: int = 100
+    batch_size: Optional[int] = None
+    lr: Optional[float] = None
+    device: torch.device = torch.device("cpu")
+    dtype: torch.dtype = torch.float32
+    seed: int = 0
+    quick: bool = False
+    progress: bool = False
+    extra: dict = field(default_factory=dict)
+
+
+#: the UCI protocol's methods: ``run(split, config) -> {"rmse", "test_ll", ...}``, in modules ``uci_*.py``
+UCI_REGISTRY = MethodRegistry("UCI", "uci_")
+UCI_METHODS: Dict[str, Method] = UCI_REGISTRY.methods
+
+
+def register_uci_method(name: str, description: str = ""):
+    """Decorator registering ``run(split, config) -> {"rmse", "test_ll", ...}`` under ``name``."""
+    return UCI_REGISTRY.register(name, description)
+
+
+def uci_model(split: UCISplit, prior, precision_prior, config: UCIRunConfig, n_hidden: Optional[int] = None) -> BayesianNeuralNetwork:
+    """The protocol's network (one hidden layer of ``split.n_hidden`` units, or ``n_hidden``)
+    under ``prior``, with a Gaussian likelihood whose noise precision has the
+    ``Gamma(*precision_prior)`` prior."""
+    a, b = precision_prior
+    net = MLP(split.num_features, [n_hidden or split.n_hidden], 1).to(config.device, config.dtype)
+    likelihood = Gaussian(len(split.y_train), precision=dist.Gamma(float(a), float(b)))
+    return BayesianNeuralNetwork(net, prior, likelihood)
+
+
+def available_methods() -> Dict[str, Method]:
+    return UCI_REGISTRY.available()
+
+
+def run_split(method: str, split: UCISplit, config: UCIRunConfig) -> dict:
+    """Runs one method on one split; adds ``train_seconds`` (wall clock of the whole run)."""
+    UCI_REGISTRY.get(method)  # an unknown name fails before the data moves
+    # the network is initialised when the method builds it, before any seed its training sets:
+    # seed here, so that a run is reproducible whatever ran before it in the process
+    set_seed(config.seed + split.split)
+    return UCI_REGISTRY.run_timed(method, split.to(config.device, config.dtype), config, required=("rmse", "test_ll"))
+
+
+def published_baselines(data_dir=None) -> pd.DataFrame:
+    """``published_baselines.csv`` of the UCI folder: published numbers, labelled with sources
+    (``data_dir``: the data root, default :func:`recipes.paths.default_data_dir`)."""
+    root = resolve_data_dir(data_dir)
+    path = root / "uci" / "published_baselines.csv" if (root / "uci").is_dir() else root / "published_baselines.csv"
+    if not path.is_file():
+        raise FileNotFoundError(f"published baselines file {path} is missing")
+    return pd.read_csv(path)
+
+
+def summarize(results: pd.DataFrame, data_dir=None, include_published: bool = True) -> pd.DataFrame:
+    """Mean ± standard error over splits per (dataset, method), beside the published
+    baselines for the same data sets (their ``method`` is suffixed "(published)")."""
+    ours = mean_and_stderr(results, ["dataset", "method"], ["rmse", "test_ll"])
+    ours["source"] = "measured (this repository)"
+    if not include_published:
+        return ours
+    published = published_baselines(data_dir)
+    published = published[published.dataset.isin(results.dataset.unique())].copy()
+    published["method"] = published["method"] + " (published)"
+    published["n"] = float("nan")
+    cols = ["dataset", "method", "rmse", "rmse_se", "test_ll", "test_ll_se", "n", "source"]
+    table = pd.concat([ours[cols], published[cols]], ignore_index=True)
+    order = {d: i for i, d in enumerate(results.dataset.unique())}
+    table["_order"] = table.dataset.map(order)
+    return table.sort_values(["_order"], kind="stable").drop(columns="_order").reset_index(drop=True)

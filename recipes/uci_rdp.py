@@ -1,0 +1,132 @@
+"""UCI regression with radial-directional posteriors (Oh, Adamczewski & Park 2020, Sec. 5.1).
+
+The protocol's one-hidden-layer ReLU network (50 units; 100 for protein). The hidden layer
+has RDP's double-grouped radial-directional prior and posterior; the output layer (50 -> 1,
+a dimension of size 1) and the biases are mean-field Gaussians with ``N(0, 1)`` priors, as in
+the paper. The Gaussian noise precision has a Gamma(1, 1) prior (the paper's) and a
+log-normal posterior. Radius prior: half-Cauchy local and global scales ``tau = 1``;
+direction prior: vMF with expected cosine 0.5 to its mean (RDP's UCI setting); closed-form
+KLs, a linear KL warm-up, Adam.
+
+Defaults, and how they differ from the paper's (``config`` / ``config.extra`` override each):
+the paper trains 400 epochs with minibatches of 5 and Adam 1e-3 (50 warm-up epochs). On the
+shared two-core CPU of this project one step costs ~30 ms, which would put that protocol at
+hundreds of CPU hours, so the default is a fixed budget of about ``steps`` (1200) Adam steps
+per split with learning rate 3e-3 (ten times that for the noise precision's posterior, whose
+log must travel several units from the prior median within the run), minibatches of 32 (256
+from 5000 training points up), and a KL warm-up over the first 10% of the epochs. The
+directions start at concentrations with expected cosine 0.995 to their means, the value the
+authors' UCI runs effectively used (their configuration's intended 0.95 is not read, see the
+notes): at 0.95 the initial weight noise slows the short runs down markedly. Test log-likelihood per example in original
+units, from 100 posterior samples: the predictive mixture with the noise scale mapped back by
+the target's standard deviation and ``- log sigma_y`` added (RDP's code omits both).
+"""
+
+import math
+
+import pyro
+import torch
+
+from pyrozoo.data import UCISplit
+from pyrozoo.guides import RadialDirectionalGuide
+from pyrozoo.guides.base import param_key
+from pyrozoo.inference import ClosedFormKL_ELBO, LinearKLWarmup, default_optimizer, evaluate, fit
+from pyrozoo.models import Gaussian, RadialDirectionalPrior
+from recipes.uci import UCIRunConfig, register_uci_method, uci_model
+
+#: defaults (``config.epochs/batch_size/lr`` and ``config.extra`` override them)
+DEFAULTS = {
+    "steps": 1200,  # Adam steps per split when ``epochs`` is not given
+    "batch_size": None,  # None: 32, or 256 for 5000+ training points
+    "lr": 3e-3,
+    "warmup_fraction": 0.1,
+    "precision_prior": (1.0, 1.0),  # Gamma(concentration, rate) on the noise precision
+    "local_scale": 1.0,
+    "global_scale": 1.0,
+    "direction_epsilon": 0.5,
+    "init_direction_epsilon": 0.005,
+    "init_scale": 1e-3,
+    "grouping": "double",
+    "objective": "closed_form",  # or "trace" (Pyro's Trace_ELBO)
+    "noise_lr_factor": 10.0,  # learning-rate multiplier of the noise precision's posterior
+}
+
+
+def _setting(config: UCIRunConfig, key: str):
+    value = getattr(config, key, None) if key in ("batch_size", "lr") else None
+    return config.extra.get(key, DEFAULTS[key]) if value is None else value
+
+
+def schedule(split: UCISplit, config: UCIRunConfig):
+    """``(epochs, batch_size)`` of a run (see the module docstring)."""
+    n = len(split.y_train)
+    batch_size = _setting(config, "batch_size") or (256 if n >= 5000 else 32)
+    batch_size = min(int(batch_size), n)
+    if config.epochs is not None:
+        epochs = int(config.epochs)
+    else:
+        steps_per_epoch = math.ceil(n / batch_size)
+        epochs = max(1, round(_setting(config, "steps") / steps_per_epoch))
+    if config.quick:
+        epochs = min(epochs, 2)
+    return epochs, batch_size
+
+
+def build(split: UCISplit, config: UCIRunConfig):
+    """The model and guide of one split."""
+    prior = RadialDirectionalPrior(
+        grouping=_setting(config, "grouping"),
+        local_scale=_setting(config, "local_scale"),
+        global_scale=_setting(config, "global_scale"),
+        direction_epsilon=_setting(config, "direction_epsilon"),
+    )
+    model = uci_model(split, prior, _setting(config, "precision_prior"), config)
+    guide = RadialDirectionalGuide(model, init_scale=_setting(config, "init_scale"), init_direction_epsilon=_setting(config, "init_direction_epsilon"))
+    return model, guide
+
+
+def optimizer_factory(guide, lr: float, noise_factor: float):
+    """Adam over all parameters, with the noise precision's log-normal parameters at
+    ``noise_factor`` times the learning rate: within a short budget the noise level must
+    travel several units in log space from its prior median (e.g. to ~log 400 on energy),
+    which at one learning rate would take longer than the whole run."""
+
+    def make(params):
+        key = param_key(Gaussian.PRECISION_SITE)
+        noise = {id(p) for d in (guide.locs, guide.log_scales) if key in d for p in [d[key]]}
+        groups = [{"params": [p for p in params if id(p) not in noise], "lr": lr}]
+        if noise and noise_factor != 1.0:
+            groups.append({"params": [p for p in params if id(p) in noise], "lr": lr * noise_factor})
+        else:
+            groups[0]["params"] = list(params)
+        return default_optimizer(groups, lr)
+
+    return make
+
+
+@register_uci_method("rdp", "radial-directional posteriors (Oh et al. 2020): vMF directions, half-Cauchy radii, double grouping")
+def run_rdp(split: UCISplit, config: UCIRunConfig) -> dict:
+    pyro.clear_param_store()
+    seed = config.seed + split.split
+    torch.manual_seed(seed)
+    model, guide = build(split, config)
+    epochs, batch_size = schedule(split, config)
+    warmup = max(_setting(config, "warmup_fraction") * epochs, 1e-3)
+    objective = ClosedFormKL_ELBO() if _setting(config, "objective") == "closed_form" else pyro.infer.Trace_ELBO()
+    history = fit(
+        model,
+        guide,
+        (split.x_train, split.y_train),
+        epochs=epochs,
+        batch_size=batch_size,
+        lr=_setting(config, "lr"),
+        optimizer=optimizer_factory(guide, float(_setting(config, "lr")), float(_setting(config, "noise_lr_factor"))),
+        objective=objective,
+        kl_schedule=LinearKLWarmup(0.0, warmup),
+        device=config.device,
+        seed=seed,
+        progress=config.progress,
+    )
+    result = evaluate(model, guide, split.x_test, split.y_test, num_samples=config.num_samples, y_scale=split.y_std, y_shift=split.y_mean)
+    result.update({"epochs": epochs, "batch_size": batch_size, "final_loss": float(history.loss.iloc[-1]) if len(history) else math.nan})
+    return result

@@ -1,0 +1,79 @@
+"""recipes.sweep: the UCI sweep over methods, data sets and splits that examples/uci_regression.py
+and the UCI table scripts share (run here with fake data sets and runs: nothing trains)."""
+
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from recipes import sweep
+from recipes.uci import UCIRunConfig
+
+
+class _FakeDataset:
+    """A data set with ``n_splits`` splits and no data (the sweep only indexes splits)."""
+
+    SPLITS = {"bostonHousing": 3, "protein-tertiary-structure": 2}
+
+    def __init__(self, name, data_dir):
+        self.name, self.n_splits = name, self.SPLITS[name]
+
+    def split(self, index):
+        return SimpleNamespace(dataset=self.name, split=index)
+
+
+@pytest.fixture
+def fake_runs(monkeypatch):
+    """``recipes.sweep.sweep`` with fake data sets and a ``run_split`` that records its calls."""
+    calls = []
+
+    def fake_run(method, split, config):
+        calls.append((split.dataset, split.split, method, config))
+        return {"rmse": float(split.split), "test_ll": -1.0, "train_seconds": 0.5}
+
+    monkeypatch.setattr(sweep, "UCIDataset", _FakeDataset)
+    monkeypatch.setattr(sweep, "run_split", fake_run)
+    return calls
+
+
+def test_sweep_runs_splits_outermost_with_per_run_settings(fake_runs, tmp_path):
+    out = tmp_path / "runs.csv"
+    base = UCIRunConfig(seed=7, num_samples=5)
+    lines = []
+    table = sweep.sweep(["map", "bbb"], ["bostonHousing", "protein-tertiary-structure"], [0, 1, 2], out, config=base,
+                      settings=lambda dataset, method: {"lr": 0.1 if method == "map" else 0.2}, data_dir=tmp_path, log=lines.append)
+    # protein has two splits: its split 2 is skipped, not an error
+    assert [(d[0], s, m) for d, s, m, _ in fake_runs] == [  # b: bostonHousing, p: protein
+        ("b", 0, "map"), ("b", 0, "bbb"), ("p", 0, "map"), ("p", 0, "bbb"),
+        ("b", 1, "map"), ("b", 1, "bbb"), ("p", 1, "map"), ("p", 1, "bbb"),
+        ("b", 2, "map"), ("b", 2, "bbb"),
+    ]
+    assert all(c.seed == 7 and c.num_samples == 5 and c.lr == (0.1 if m == "map" else 0.2) for _, _, m, c in fake_runs)
+    assert base.lr is None  # the caller's config is not changed
+    assert list(table.columns) == sweep.RESULT_COLUMNS and len(table) == 10 and len(lines) == 10
+    pd.testing.assert_frame_equal(sweep.read_results(out, missing_ok=False), table)
+
+
+def test_sweep_resumes_and_can_run_data_sets_outermost(fake_runs, tmp_path):
+    out = tmp_path / "runs.csv"
+    sweep.sweep(["map"], ["bostonHousing"], [0], out, data_dir=tmp_path, log=None)
+    fake_runs.clear()
+    table = sweep.sweep(["map"], ["bostonHousing", "protein-tertiary-structure"], {"bostonHousing": [0, 1], "protein-tertiary-structure": [1]}, out,
+                      data_dir=tmp_path, splits_outermost=False, log=None)
+    assert [(d, s) for d, s, _, _ in fake_runs] == [("bostonHousing", 1), ("protein-tertiary-structure", 1)]
+    assert list(zip(table.dataset, table.split)) == [("bostonHousing", 0), ("bostonHousing", 1), ("protein-tertiary-structure", 1)]
+    # without resume the file starts afresh
+    fresh = sweep.sweep(["map"], ["bostonHousing"], [2], out, data_dir=tmp_path, resume=False, log=None)
+    assert list(fresh.split) == [2] and list(sweep.read_results(out).split) == [2]
+
+
+def test_sweep_refuses_what_it_cannot_run_before_any_run(fake_runs, tmp_path):
+    for methods, datasets, splits, match in [
+        ([], ["bostonHousing"], [0], "nothing to run"),
+        (["no-such-method"], ["bostonHousing"], [0], "unknown UCI method"),
+        (["map"], ["bostonHousing"], [3], r"splits \[3\] out of range 0..2"),
+        (["map"], ["protein-tertiary-structure"], {"protein-tertiary-structure": [2]}, r"protein-tertiary-structure: splits \[2\] out of range 0..1"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            sweep.sweep(methods, datasets, splits, tmp_path / "runs.csv", data_dir=tmp_path, log=None)
+    assert fake_runs == [] and not (tmp_path / "runs.csv").exists()
