@@ -63,7 +63,7 @@ from pyrozoo.reporting import save_figure, save_table, to_markdown
 from pyrozoo.robustness import fgsm_accuracy
 from pyrozoo.utils import set_seed
 from recipes import read_runs
-from recipes.cli import add_common_arguments, device_from_args, fraction, name_list, non_negative_int, positive_float, positive_int, run_main, settings_digest
+from recipes.cli import add_common_arguments, device_from_args, fraction, name_list, non_negative_int, positive_float, positive_int, run_main, select_methods, settings_digest
 
 METHODS = ("adam", "dropout", "sghmc", "sghmc-sa")
 DATASETS = {"mnist": "MNIST", "fashion": "Fashion-MNIST"}
@@ -250,10 +250,7 @@ def parse_args(argv=None):
                         help="per-run CSV (default <results-dir>/classify_cnn.csv); runs already in it are skipped; its tables and plots are written beside it")
     add_common_arguments(parser)
     args = parser.parse_args(argv)
-    args.methods = list(METHODS) if args.method == ["all"] else args.method
-    bad = [m for m in args.methods if m not in METHODS]
-    if bad:
-        parser.error(f"unknown method(s) {bad}; choose from {', '.join(METHODS)}")
+    args.methods = select_methods(parser, args.method, METHODS)
     args.fgsm_protocols = args.fgsm_protocol
     if any(p not in FGSM_PROTOCOLS for p in args.fgsm_protocols):
         parser.error(f"--fgsm-protocol takes a comma-separated list from {', '.join(FGSM_PROTOCOLS)}, got {','.join(args.fgsm_protocol)!r}")

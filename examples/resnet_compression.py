@@ -49,7 +49,7 @@ from pyrozoo.reporting import save_table, to_markdown
 from pyrozoo.serialization import load_state, save_state
 from pyrozoo.utils import set_seed
 from recipes import read_runs
-from recipes.cli import add_common_arguments, device_from_args, name_list, positive_float, positive_int, run_main
+from recipes.cli import add_common_arguments, device_from_args, name_list, positive_float, positive_int, run_main, select_methods
 
 METHODS = ("a-sghmc", "a-sghmc-em", "sghmc-sa", "a-sghmc-sa")
 #: Table 3: (v0, v1) by target sparsity
@@ -183,10 +183,7 @@ def parse_args(argv=None):
     parser.add_argument("--out", type=Path, default=None, help="per-run CSV (default <results-dir>/resnet_compression.csv)")
     add_common_arguments(parser)
     args = parser.parse_args(argv)
-    args.methods = list(METHODS) if args.method == ["all"] else args.method
-    bad = [m for m in args.methods if m not in METHODS]
-    if bad:
-        parser.error(f"unknown method(s) {bad}; choose from {', '.join(METHODS)}")
+    args.methods = select_methods(parser, args.method, METHODS)
     if args.quick:
         args.synthetic, args.pretrain_epochs, args.epochs, args.batch_size = True, 1, 2, 64
     return args

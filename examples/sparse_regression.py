@@ -59,7 +59,7 @@ from pyrozoo.models.spike_and_slab import SpikeAndSlabPrior
 from pyrozoo.reporting import save_figure, save_table, to_markdown
 from pyrozoo.utils import set_seed
 from recipes import read_runs
-from recipes.cli import add_common_arguments, device_from_args, fraction, name_list, parse_seeds, positive_float, positive_float_list, positive_int, run_main
+from recipes.cli import add_common_arguments, device_from_args, fraction, name_list, parse_seeds, positive_float, positive_float_list, positive_int, run_main, select_methods
 
 METHODS = ("sgld-sa", "sgld-em", "sgld")
 #: SA step size and minibatch size: the paper's Sec. 5.1 text, and the authors' R script
@@ -256,10 +256,7 @@ def parse_args(argv=None):
     parser.add_argument("--out", type=Path, default=None, help="per-run CSV (default <results-dir>/<stem>.csv, the stem naming the configuration, e.g. sparse_regression_500k.csv); existing rows are kept and their runs skipped")
     add_common_arguments(parser)
     args = parser.parse_args(argv)
-    args.methods = list(METHODS) if args.method == ["all"] else args.method
-    bad = [m for m in args.methods if m not in METHODS]
-    if bad:
-        parser.error(f"unknown method(s) {bad}; choose from {', '.join(METHODS)}")
+    args.methods = select_methods(parser, args.method, METHODS)
     args.v0s, args.sigmas = list(dict.fromkeys(args.v0)), list(dict.fromkeys(args.sigma))
     if args.batch_size is None:
         args.batch_size = RECIPES[args.recipe][1]

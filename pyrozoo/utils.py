@@ -76,6 +76,19 @@ def evaluation_mode(module: torch.nn.Module) -> Iterator[torch.nn.Module]:
             m.train(training)
 
 
+def check_parameter_shape(params: Dict[str, torch.Tensor], name: str, tensor: torch.Tensor, what: str) -> None:
+    """Checks that ``name`` is one of ``params`` (a network's named parameters) and that
+    ``tensor`` has its shape; ``what`` names the tensor in the errors (``"value"``, ``"mask"``).
+
+    :raises KeyError: a name that is no parameter.
+    :raises ValueError: a shape that differs from the parameter's.
+    """
+    if name not in params:
+        raise KeyError(f"{what} for unknown parameter {name!r}")
+    if tuple(tensor.shape) != tuple(params[name].shape):
+        raise ValueError(f"{what} for {name!r} has shape {tuple(tensor.shape)}, the parameter {tuple(params[name].shape)}")
+
+
 @torch.no_grad()
 def with_parameters(net: torch.nn.Module, values: Dict[str, torch.Tensor]) -> torch.nn.Module:
     """A deep copy of ``net`` whose parameters named in ``values`` hold those values (e.g.
@@ -86,15 +99,27 @@ def with_parameters(net: torch.nn.Module, values: Dict[str, torch.Tensor]) -> to
     """
     params = dict(net.named_parameters())
     for name, value in values.items():
-        if name not in params:
-            raise KeyError(f"value for unknown parameter {name!r}")
-        if tuple(value.shape) != tuple(params[name].shape):
-            raise ValueError(f"value for {name!r} has shape {tuple(value.shape)}, the parameter {tuple(params[name].shape)}")
+        check_parameter_shape(params, name, value, "value")
     out = copy.deepcopy(net)
     for name, p in out.named_parameters():
         if name in values:
             p.copy_(values[name])
     return out
+
+
+def forward_with_hooks(net: torch.nn.Module, example_input: torch.Tensor, hooks, pre: bool = False) -> None:
+    """One forward pass of ``net`` on ``example_input`` without gradients, with ``hooks``
+    (``(module, hook)`` pairs) registered as forward hooks (forward pre-hooks with ``pre``)
+    for that pass only."""
+    handles = []
+    try:
+        for module, hook in hooks:
+            handles.append(module.register_forward_pre_hook(hook) if pre else module.register_forward_hook(hook))
+        with torch.no_grad():
+            net(example_input)
+    finally:
+        for h in handles:
+            h.remove()
 
 
 def rng_states() -> dict:

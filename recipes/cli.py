@@ -221,6 +221,16 @@ def name_list(value: str) -> list:
     return names
 
 
+def select_methods(parser: argparse.ArgumentParser, requested: list, methods) -> list:
+    """The methods a ``--method`` :func:`name_list` names, ``all`` standing for every one of
+    ``methods`` (in their order); a name not in ``methods`` is a usage error (exit status 2)."""
+    chosen = list(methods) if requested == ["all"] else requested
+    bad = [m for m in chosen if m not in methods]
+    if bad:
+        parser.error(f"unknown method(s) {bad}; choose from {', '.join(methods)}")
+    return chosen
+
+
 def settings_digest(settings) -> str:
     """Eight hex digits naming a run's settings (``repr`` of a list of pairs or values), for
     checkpoint and result file names that must change whenever the settings do."""

@@ -27,6 +27,7 @@ from pyrozoo.inference.sample_storage import InMemorySamples, SampleGuide
 from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical, NormalPrior
 from pyrozoo.models.dropout_priors import LogUniformPrior
 from recipes.mnist import MNISTData, MNISTRunConfig, register_mnist_method, shape
+from recipes.uci import decay_to_tenth
 
 DEFAULTS = {
     "epochs": 10,
@@ -64,8 +65,7 @@ def _train_and_evaluate(data: MNISTData, config: MNISTRunConfig, model, guide, *
     epochs = _setting(config, "epochs")
     fit(
         model, guide, (data.x_train, data.y_train), epochs=epochs, batch_size=_setting(config, "batch_size"), lr=_setting(config, "lr"),
-        # linear decay to a tenth, as in the UCI runners
-        lr_schedule=lambda epoch: 1.0 - 0.9 * epoch / max(epochs - 1, 1),
+        lr_schedule=decay_to_tenth(epochs),  # as in the UCI runners
         device=config.device, seed=config.seed, progress=config.progress, **fit_kwargs,
     )
     return _evaluate(model, guide, data, config, 1 if isinstance(guide, DeltaGuide) else config.num_samples)

@@ -21,6 +21,7 @@ import pyro.distributions as dist
 import torch
 
 from pyrozoo.data import UCISplit
+from pyrozoo.inference import fit
 from pyrozoo.models import MLP, BayesianNeuralNetwork, Gaussian
 from pyrozoo.reporting import mean_and_stderr
 from pyrozoo.utils import set_seed
@@ -62,6 +63,18 @@ def uci_model(split: UCISplit, prior, precision_prior, config: UCIRunConfig, n_h
     net = MLP(split.num_features, [n_hidden or split.n_hidden], 1).to(config.device, config.dtype)
     likelihood = Gaussian(len(split.y_train), precision=dist.Gamma(float(a), float(b)))
     return BayesianNeuralNetwork(net, prior, likelihood)
+
+
+def decay_to_tenth(epochs: int):
+    """``epoch -> lr factor``: linear from 1 down to a tenth over ``epochs`` epochs (the last
+    epochs average out the minibatch noise)."""
+    return lambda epoch: 1.0 - 0.9 * epoch / max(epochs - 1, 1)
+
+
+def fit_split(model, guide, split: UCISplit, config: UCIRunConfig, epochs: int, **fit_kwargs):
+    """:func:`pyrozoo.inference.fit` on ``split``'s training data for ``epochs`` epochs, with
+    the run's device, seed (``config.seed + split.split``) and progress setting."""
+    return fit(model, guide, (split.x_train, split.y_train), epochs=epochs, device=config.device, seed=config.seed + split.split, progress=config.progress, **fit_kwargs)
 
 
 def available_methods() -> Dict[str, Method]:

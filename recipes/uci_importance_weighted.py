@@ -30,10 +30,10 @@ import pyro
 
 from pyrozoo.data import UCISplit
 from pyrozoo.guides import MeanFieldNormalGuide
-from pyrozoo.inference import ImportanceWeighted_ELBO, Renyi_ELBO, ReweightedWakeSleepLoss, evaluate, fit, importance_resampled_samples
+from pyrozoo.inference import ImportanceWeighted_ELBO, Renyi_ELBO, ReweightedWakeSleepLoss, evaluate, importance_resampled_samples
 from pyrozoo.models import NormalPrior
 from pyrozoo.utils import set_seed
-from recipes.uci import UCIRunConfig, register_uci_method, uci_model
+from recipes.uci import UCIRunConfig, decay_to_tenth, fit_split, register_uci_method, uci_model
 
 #: Sagar (2020)'s Tables 1 and 2 as printed (withdrawn by the author; not reproduction targets)
 WITHDRAWN_TABLE = Path(__file__).resolve().parent / "data" / "sagar2020_withdrawn.csv"
@@ -77,20 +77,7 @@ def _run(split: UCISplit, config: UCIRunConfig, objective, resample: bool, defau
         epochs = min(epochs, 20)
     n = len(split.y_train)
     batch_size = _setting(config, "batch_size") or n
-    history = fit(
-        model,
-        guide,
-        (split.x_train, split.y_train),
-        epochs=epochs,
-        objective=objective,
-        # linear decay to a tenth, as the other UCI methods
-        lr_schedule=lambda epoch: 1.0 - 0.9 * epoch / max(epochs - 1, 1),
-        batch_size=min(batch_size, n),
-        lr=_setting(config, "lr"),
-        device=config.device,
-        seed=config.seed + split.split,
-        progress=config.progress,
-    )
+    history = fit_split(model, guide, split, config, epochs, objective=objective, lr_schedule=decay_to_tenth(epochs), batch_size=min(batch_size, n), lr=_setting(config, "lr"))
     samples, extra = None, {}
     proposals = _setting(config, "num_proposals") or objective.num_particles
     if resample and proposals > 1:

@@ -30,9 +30,9 @@ import torch
 from pyrozoo.data import UCISplit
 from pyrozoo.guides import RadialDirectionalGuide
 from pyrozoo.guides.base import param_key
-from pyrozoo.inference import ClosedFormKL_ELBO, LinearKLWarmup, default_optimizer, evaluate, fit
+from pyrozoo.inference import ClosedFormKL_ELBO, LinearKLWarmup, default_optimizer, evaluate
 from pyrozoo.models import Gaussian, RadialDirectionalPrior
-from recipes.uci import UCIRunConfig, register_uci_method, uci_model
+from recipes.uci import UCIRunConfig, fit_split, register_uci_method, uci_model
 
 #: defaults (``config.epochs/batch_size/lr`` and ``config.extra`` override them)
 DEFAULTS = {
@@ -113,19 +113,17 @@ def run_rdp(split: UCISplit, config: UCIRunConfig) -> dict:
     epochs, batch_size = schedule(split, config)
     warmup = max(_setting(config, "warmup_fraction") * epochs, 1e-3)
     objective = ClosedFormKL_ELBO() if _setting(config, "objective") == "closed_form" else pyro.infer.Trace_ELBO()
-    history = fit(
+    history = fit_split(
         model,
         guide,
-        (split.x_train, split.y_train),
-        epochs=epochs,
+        split,
+        config,
+        epochs,
         batch_size=batch_size,
         lr=_setting(config, "lr"),
         optimizer=optimizer_factory(guide, float(_setting(config, "lr")), float(_setting(config, "noise_lr_factor"))),
         objective=objective,
         kl_schedule=LinearKLWarmup(0.0, warmup),
-        device=config.device,
-        seed=seed,
-        progress=config.progress,
     )
     result = evaluate(model, guide, split.x_test, split.y_test, num_samples=config.num_samples, y_scale=split.y_std, y_shift=split.y_mean)
     result.update({"epochs": epochs, "batch_size": batch_size, "final_loss": float(history.loss.iloc[-1]) if len(history) else math.nan})

@@ -19,9 +19,9 @@ import pyro
 
 from pyrozoo.data import UCISplit
 from pyrozoo.guides import DeltaGuide, MeanFieldNormalGuide
-from pyrozoo.inference import BlundellKLReweighting, ClosedFormKL_ELBO, evaluate, fit
+from pyrozoo.inference import BlundellKLReweighting, ClosedFormKL_ELBO, evaluate
 from pyrozoo.models import BayesianNeuralNetwork, NormalPrior, ScaleMixturePrior
-from recipes.uci import UCIRunConfig, register_uci_method, uci_model
+from recipes.uci import UCIRunConfig, decay_to_tenth, fit_split, register_uci_method, uci_model
 
 #: defaults shared by the three methods (``config`` and ``config.extra`` override them)
 DEFAULTS = {
@@ -50,20 +50,7 @@ def _train_and_evaluate(split, config, model, guide, **fit_kwargs) -> dict:
     epochs = _setting(config, "epochs")
     if config.quick:
         epochs = min(epochs, 5)
-    fit(
-        model,
-        guide,
-        (split.x_train, split.y_train),
-        epochs=epochs,
-        # linear decay to a tenth: the last epochs average out the minibatch noise
-        lr_schedule=lambda epoch: 1.0 - 0.9 * epoch / max(epochs - 1, 1),
-        batch_size=_setting(config, "batch_size"),
-        lr=_setting(config, "lr"),
-        device=config.device,
-        seed=config.seed + split.split,
-        progress=config.progress,
-        **fit_kwargs,
-    )
+    fit_split(model, guide, split, config, epochs, lr_schedule=decay_to_tenth(epochs), batch_size=_setting(config, "batch_size"), lr=_setting(config, "lr"), **fit_kwargs)
     num_samples = 1 if isinstance(guide, DeltaGuide) else config.num_samples
     return evaluate(model, guide, split.x_test, split.y_test, num_samples=num_samples, y_scale=split.y_std, y_shift=split.y_mean)
 

@@ -34,6 +34,8 @@ import pandas as pd
 import torch
 from torch import nn
 
+from pyrozoo.utils import forward_with_hooks
+
 __all__ = [
     "LayerCount",
     "NetworkCount",
@@ -191,7 +193,6 @@ def _output_positions(net: nn.Module, layers: Dict[str, nn.Module], example_inpu
     _, conv_types = _layer_types()
     positions = {name: 1 for name in layers}
     calls = {name: 0 for name in layers}
-    hooks = []
 
     def make_hook(name):
         def hook(module, inputs, output):
@@ -201,14 +202,7 @@ def _output_positions(net: nn.Module, layers: Dict[str, nn.Module], example_inpu
 
         return hook
 
-    for name, module in layers.items():
-        hooks.append(module.register_forward_hook(make_hook(name)))
-    try:
-        with torch.no_grad():
-            net(example_input)
-    finally:
-        for h in hooks:
-            h.remove()
+    forward_with_hooks(net, example_input, [(module, make_hook(name)) for name, module in layers.items()])
     for name, n in calls.items():
         if n != 1:
             raise ValueError(f"layer {name!r} ran {n} times in one forward pass; the counting convention needs each layer used once")

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from pyrozoo.utils import with_parameters
+from pyrozoo.utils import check_parameter_shape, with_parameters
 
 __all__ = ["apply_masks", "to_sparse", "SparseLinear", "SparseConv2d", "sparse_storage_bytes"]
 
@@ -29,10 +29,7 @@ __all__ = ["apply_masks", "to_sparse", "SparseLinear", "SparseConv2d", "sparse_s
 def _check_masks(net: nn.Module, masks: Dict[str, torch.Tensor]) -> Dict[str, nn.Parameter]:
     params = dict(net.named_parameters())
     for name, mask in masks.items():
-        if name not in params:
-            raise KeyError(f"mask for unknown parameter {name!r}")
-        if tuple(mask.shape) != tuple(params[name].shape):
-            raise ValueError(f"mask for {name!r} has shape {tuple(mask.shape)}, the parameter {tuple(params[name].shape)}")
+        check_parameter_shape(params, name, mask, "mask")
         if mask.dtype != torch.bool:
             raise TypeError(f"mask for {name!r} must be a bool tensor (True = kept), got {mask.dtype}")
     return params

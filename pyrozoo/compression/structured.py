@@ -37,6 +37,7 @@ import torch
 from torch import nn
 
 from pyrozoo.compression.sparse import apply_masks
+from pyrozoo.utils import forward_with_hooks
 
 __all__ = ["InputSelection", "StructuredExport", "remove_pruned_units", "layer_chain"]
 
@@ -105,22 +106,14 @@ def layer_chain(net: nn.Module, example_input: torch.Tensor) -> List[_Layer]:
         if not isinstance(module, (nn.Linear, nn.Conv2d)) and (any(True for _ in module.parameters(recurse=False)) or any(True for _ in module.buffers(recurse=False))):
             raise NotImplementedError(f"structured export cannot shrink module {name!r} of type {type(module).__name__}")
     calls: List[_Layer] = []
-    hooks = []
 
-    def make_hook(name, module):
+    def make_hook(name):
         def hook(mod, inputs):
             calls.append(_Layer(name, mod, "linear" if isinstance(mod, nn.Linear) else "conv", inputs[0].detach()))
 
         return hook
 
-    for name, module in layers:
-        hooks.append(module.register_forward_pre_hook(make_hook(name, module)))
-    try:
-        with torch.no_grad():
-            net(example_input)
-    finally:
-        for h in hooks:
-            h.remove()
+    forward_with_hooks(net, example_input, [(module, make_hook(name)) for name, module in layers], pre=True)
     names = [c.name for c in calls]
     if len(set(names)) != len(names) or len(names) != len(layers):
         raise ValueError(f"every Linear/Conv2d layer must be called exactly once per forward pass; calls: {names}")

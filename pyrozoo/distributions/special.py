@@ -150,6 +150,12 @@ def _debye_univariate(nu: float):
     return tuple(a), tuple(b), tuple(c)
 
 
+def _float_order_steps(nu: float, top: float):
+    """For a Python-float order: the steps from ``nu`` up to ``top``, as a float and an int."""
+    steps = max(0.0, float(math.ceil(top - nu)))
+    return steps, int(steps)
+
+
 class _TensorOps:
     """Elementwise operations on float64 tensors (orders and arguments both tensors)."""
 
@@ -204,10 +210,7 @@ class _MixedOps(_TensorOps):
             return a if cond else b
         return torch.where(cond, a, b)
 
-    @staticmethod
-    def steps(nu, top: float):
-        steps = max(0.0, float(math.ceil(top - nu)))
-        return steps, int(steps)
+    steps = staticmethod(_float_order_steps)
 
 
 class _ScalarOps:
@@ -225,10 +228,7 @@ class _ScalarOps:
     def where(cond, a, b):
         return a if cond else b
 
-    @staticmethod
-    def steps(nu, top: float):
-        steps = max(0.0, float(math.ceil(top - nu)))
-        return steps, int(steps)
+    steps = staticmethod(_float_order_steps)
 
     @staticmethod
     def any(mask) -> bool:

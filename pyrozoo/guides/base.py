@@ -14,7 +14,7 @@ size, sliced by the plate's indices each call, as in Pyro's ``AutoNormal``.
 
 import math
 import numbers
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Dict, KeysView, List, Optional, Tuple
 
@@ -25,7 +25,7 @@ import torch
 from pyro.distributions import constraints
 from pyro.distributions.transforms import biject_to
 from pyro.infer.autoguide import AutoGuide
-from pyro.infer.autoguide.initialization import init_to_median
+from pyro.infer.autoguide.initialization import InitMessenger, init_to_median
 
 from pyrozoo.distributions import LogScaleNormal
 from pyrozoo.models.priors import INIT_VALUE_KEY
@@ -210,6 +210,19 @@ class SitewiseGuide(AutoGuide):
                 self._has_plates = True
             self._init_site(info, unconstrained.contiguous())
             self._sites[name] = info
+
+    @contextmanager
+    def _model_at_init_values(self):
+        """Within it the guide's model runs at ``init_loc_fn``'s values instead of sampling its
+        priors, as Pyro's ``AutoNormal`` traces it: for models with improper priors (log-uniform,
+        ARD), which cannot be sampled. The wrapped model is only used inside: the objective must
+        still see ``self.model is model``."""
+        (model,) = self._model
+        self._model = (InitMessenger(self.init_loc_fn)(model),)
+        try:
+            yield
+        finally:
+            self._model = (model,)
 
     def _init_site(self, info: SiteInfo, unconstrained_init: torch.Tensor) -> None:
         raise NotImplementedError

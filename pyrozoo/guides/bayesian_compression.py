@@ -5,7 +5,6 @@ from typing import Callable, Dict, Optional, Tuple
 import pyro
 import pyro.distributions as dist
 import torch
-from pyro.infer.autoguide.initialization import InitMessenger
 from torch import nn
 
 from pyrozoo.distributions import LogScaleNormal
@@ -82,12 +81,8 @@ class BayesianCompressionGuide(SitewiseGuide):
     # -- construction -------------------------------------------------------------------
     def _setup_prototype(self, *args, **kwargs):
         # the log-uniform scale prior cannot be sampled: trace the model at the initial values
-        (model,) = self._model
-        self._model = (InitMessenger(self.init_loc_fn)(model),)
-        try:
+        with self._model_at_init_values():
             super()._setup_prototype(*args, **kwargs)
-        finally:
-            self._model = (model,)
         grouped = self.prior.grouped_weights
         self.weight_names = [name for name in self._sites if name in grouped]
         for weight in self.weight_names:

@@ -4,7 +4,6 @@ import math
 from typing import Callable, Dict, Optional, Tuple
 
 import torch
-from pyro.infer.autoguide.initialization import InitMessenger
 from torch import nn
 
 from pyrozoo.distributions.dropout_normal import DropoutNormal
@@ -158,15 +157,9 @@ class VariationalDropoutGuide(SitewiseGuide):
 
     # -- construction -------------------------------------------------------------------
     def _setup_prototype(self, *args, **kwargs):
-        # Improper priors (log-uniform, ARD) cannot be sampled, so the prototype trace runs
-        # the model at the initial values, as Pyro's AutoNormal does. The wrapped model is
-        # only used here: the objective must still see `self.model is model`.
-        (model,) = self._model
-        self._model = (InitMessenger(self.init_loc_fn)(model),)
-        try:
+        # improper priors (log-uniform, ARD) cannot be sampled: trace the model at the initial values
+        with self._model_at_init_values():
             super()._setup_prototype(*args, **kwargs)
-        finally:
-            self._model = (model,)
 
     def _init_site(self, info, unconstrained_init):
         if info.family != "real":

@@ -40,6 +40,15 @@ class LeNet300100(MLP):
         super().__init__(in_features, [300, 100], num_classes)
 
 
+def _mnist_images(x: torch.Tensor, name: str) -> torch.Tensor:
+    """``x`` as a batch of 28x28 images ``(n, C, 28, 28)``, a channel added to ``(n, 28, 28)``."""
+    if x.dim() == 3:
+        x = x.unsqueeze(1)
+    if x.dim() != 4 or x.shape[-2:] != (28, 28):
+        raise ValueError(f"{name} expects images of shape (n, C, 28, 28), got {tuple(x.shape)}")
+    return x
+
+
 class LeNet5(nn.Module):
     """LeNet-5-Caffe: conv 20@5x5, maxpool 2, conv 50@5x5, maxpool 2, FC 800-500, FC 500-10.
 
@@ -57,10 +66,7 @@ class LeNet5(nn.Module):
         self.pool = nn.MaxPool2d(2)
 
     def forward(self, x):
-        if x.dim() == 3:
-            x = x.unsqueeze(1)
-        if x.dim() != 4 or x.shape[-2:] != (28, 28):
-            raise ValueError(f"LeNet5 expects images of shape (n, C, 28, 28), got {tuple(x.shape)}")
+        x = _mnist_images(x, "LeNet5")
         x = self.pool(self.act(self.conv1(x)))
         x = self.pool(self.act(self.conv2(x)))
         x = self.act(self.fc1(x.flatten(1)))
@@ -93,10 +99,7 @@ class LeNet5BatchNorm(nn.Module):
         self.pool = nn.MaxPool2d(2)
 
     def forward(self, x):
-        if x.dim() == 3:
-            x = x.unsqueeze(1)
-        if x.dim() != 4 or x.shape[-2:] != (28, 28):
-            raise ValueError(f"LeNet5BatchNorm expects images of shape (n, C, 28, 28), got {tuple(x.shape)}")
+        x = _mnist_images(x, "LeNet5BatchNorm")
         x = self.pool(self.act(self.bn1(self.conv1(x))))
         x = self.pool(self.act(self.bn2(self.conv2(x))))
         x = self.act(self.bn3(self.fc1(x.flatten(1))))
@@ -130,10 +133,7 @@ class TwoConvTwoFCNet(nn.Module):
             self.to(memory_format=torch.channels_last)
 
     def forward(self, x):
-        if x.dim() == 3:
-            x = x.unsqueeze(1)
-        if x.dim() != 4 or x.shape[-2:] != (28, 28):
-            raise ValueError(f"TwoConvTwoFCNet expects images of shape (n, C, 28, 28), got {tuple(x.shape)}")
+        x = _mnist_images(x, "TwoConvTwoFCNet")
         x = self.pool(self.act(self.conv1(x)))
         x = self.pool(self.act(self.conv2(x)))
         x = self.dropout(self.act(self.fc1(x.flatten(1))))

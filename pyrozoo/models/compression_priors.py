@@ -99,6 +99,19 @@ class GroupScalePrior(Prior):
         prior = dist.Normal(zero, scale.abs()).expand(param.shape).to_event(param.dim())
         return pyro.sample(name, prior, infer={INIT_VALUE_KEY: param.detach()})
 
+    def sample_module(self, module_name, module, params):
+        out = {}
+        for param_name, param in params.items():
+            name = join_name(module_name, param_name)
+            self._register(name, module, param)
+            values = self._sample_scales(name, self.num_groups(name), param)
+            out[param_name] = self._weight_site(name, param, self.weight_scale(name, values))
+        return out
+
+    def _sample_scales(self, name: str, G: int, param: torch.Tensor) -> Dict[str, torch.Tensor]:
+        """Samples the scale sites of weight ``name`` (``G`` groups) in order: ``{site: value}``."""
+        raise NotImplementedError
+
     def distribution(self, name, module, param):
         raise NotImplementedError(f"{type(self).__name__} is a structured prior: it defines sample_module")
 
@@ -110,16 +123,9 @@ class GroupNormalJeffreysPrior(GroupScalePrior):
     def scale_factors(self, weight_name):
         return [(f"{weight_name}.scale", 1.0)]
 
-    def sample_module(self, module_name, module, params):
-        out = {}
-        for param_name, param in params.items():
-            name = join_name(module_name, param_name)
-            self._register(name, module, param)
-            G = self.num_groups(name)
-            ones = torch.ones(G, dtype=param.dtype, device=param.device)
-            z = pyro.sample(f"{name}.scale", LogUniformImproper((G,)).to_event(1), infer={INIT_VALUE_KEY: ones})
-            out[param_name] = self._weight_site(name, param, self.weight_scale(name, {f"{name}.scale": z}))
-        return out
+    def _sample_scales(self, name, G, param):
+        ones = torch.ones(G, dtype=param.dtype, device=param.device)
+        return {f"{name}.scale": pyro.sample(f"{name}.scale", LogUniformImproper((G,)).to_event(1), infer={INIT_VALUE_KEY: ones})}
 
 
 def _check_positive(name, value):
@@ -166,28 +172,22 @@ class GroupHorseshoePrior(GroupScalePrior):
             }
         return self._priors[key]
 
-    def sample_module(self, module_name, module, params):
-        out = {}
-        for param_name, param in params.items():
-            name = join_name(module_name, param_name)
-            self._register(name, module, param)
-            G = self.num_groups(name)
-            priors = self._site_priors(G, param.dtype, param.device)
-            init_scale = self.init_scale
-            # a = tau0^2 / 2 and b = 1 (typical values of the global factors), a~ = 1/2, and b~
-            # such that sqrt(a b a~ b~) = init_scale
-            init = {
-                "global_a": torch.tensor(0.5 * self.tau0**2, dtype=param.dtype, device=param.device),
-                "global_b": torch.tensor(1.0, dtype=param.dtype, device=param.device),
-                "local_a": torch.full((G,), 0.5, dtype=param.dtype, device=param.device),
-                "local_b": torch.full((G,), init_scale**2 / (0.25 * self.tau0**2), dtype=param.dtype, device=param.device),
-            }
-            values = {}
-            for part in ("global_a", "global_b", "local_a", "local_b"):
-                site = f"{name}.{part}"
-                values[site] = pyro.sample(site, priors[part], infer={INIT_VALUE_KEY: init[part]})
-            out[param_name] = self._weight_site(name, param, self.weight_scale(name, values))
-        return out
+    def _sample_scales(self, name, G, param):
+        priors = self._site_priors(G, param.dtype, param.device)
+        init_scale = self.init_scale
+        # a = tau0^2 / 2 and b = 1 (typical values of the global factors), a~ = 1/2, and b~
+        # such that sqrt(a b a~ b~) = init_scale
+        init = {
+            "global_a": torch.tensor(0.5 * self.tau0**2, dtype=param.dtype, device=param.device),
+            "global_b": torch.tensor(1.0, dtype=param.dtype, device=param.device),
+            "local_a": torch.full((G,), 0.5, dtype=param.dtype, device=param.device),
+            "local_b": torch.full((G,), init_scale**2 / (0.25 * self.tau0**2), dtype=param.dtype, device=param.device),
+        }
+        values = {}
+        for part in ("global_a", "global_b", "local_a", "local_b"):
+            site = f"{name}.{part}"
+            values[site] = pyro.sample(site, priors[part], infer={INIT_VALUE_KEY: init[part]})
+        return values
 
     def __repr__(self):
         return f"{type(self).__name__}(tau0={self.tau0}, selector={self.selector!r})"

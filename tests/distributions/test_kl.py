@@ -96,30 +96,24 @@ def _lognormal_gamma():
     return {"mu": _randn((5,), g, 0.5), "s": _rand((5,), g, 0.2, 0.8), "a": _rand((5,), g, 0.5, 3.0), "r": _rand((5,), g, 0.5, 2.0)}
 
 
+def _vs_expanded_normal(mq, lq, mp, sp):
+    return LogScaleNormal(mq, lq), dist.Normal(mp, sp).expand(SHAPE)
+
+
 KL_CASES = [
     KLCase(
         "LogScaleNormal||Normal-full",
         _full_prior,
         lambda mq, lq, mp, sp: (LogScaleNormal(mq, lq), dist.Normal(mp, sp)),
     ),
-    KLCase(
-        "LogScaleNormal||Normal-expanded-scalar",
-        _scalar_prior(0.3),
-        lambda mq, lq, mp, sp: (LogScaleNormal(mq, lq), dist.Normal(mp, sp).expand(SHAPE)),
-        summed=True,
-        grad_params=("mq", "lq"),
-    ),
-    KLCase(
-        "LogScaleNormal||Normal-expanded-zero-loc",
-        _scalar_prior(0.0),
-        lambda mq, lq, mp, sp: (LogScaleNormal(mq, lq), dist.Normal(mp, sp).expand(SHAPE)),
-        summed=True,
-        grad_params=("mq", "lq"),
-    ),
+    *[
+        KLCase(f"LogScaleNormal||Normal-expanded-{label}", _scalar_prior(loc), _vs_expanded_normal, summed=True, grad_params=("mq", "lq"))
+        for label, loc in (("scalar", 0.3), ("zero-loc", 0.0))
+    ],
     KLCase(
         "LogScaleNormal||Normal-expanded-scalar-learnable-prior",
         _scalar_prior(0.3),
-        lambda mq, lq, mp, sp: (LogScaleNormal(mq, lq), dist.Normal(mp, sp).expand(SHAPE)),
+        _vs_expanded_normal,
         summed=False,  # a prior with gradients is left to the elementwise rule
     ),
     KLCase(

@@ -327,14 +327,19 @@ def _check_forward(guide_class, case, kwargs):
     assert math.isfinite(loss), f"ELBO {loss}"
 
 
+def _case_with_valid_arguments(guide_class, data, label):
+    """A fresh param store, ``guide_class``'s case, its model and batch, and drawn valid arguments."""
+    pyro.clear_param_store()
+    case = CASES[guide_class]
+    model, batch = case.make_model()
+    return case, model, batch, data.draw(case.valid(_model_sites(model, batch)), label=label)
+
+
 @pytest.mark.parametrize("guide_class", list(CASES), ids=_ids(CASES))
 @VALID
 @given(data=st.data())
 def test_valid_arguments_construct_and_run(guide_class, data):
-    pyro.clear_param_store()
-    case = CASES[guide_class]
-    model, batch = case.make_model()
-    kwargs = data.draw(case.valid(_model_sites(model, batch)), label="arguments")
+    case, model, batch, kwargs = _case_with_valid_arguments(guide_class, data, "arguments")
     if not case.runs:
         guide = guide_class(model, **kwargs)
         with pytest.raises(NotImplementedError):
@@ -359,10 +364,7 @@ def _names(err: Exception, name: str) -> bool:
 @INVALID
 @given(data=st.data())
 def test_invalid_arguments_are_refused_naming_them(guide_class, data):
-    pyro.clear_param_store()
-    case = CASES[guide_class]
-    model, batch = case.make_model()
-    kwargs = data.draw(case.valid(_model_sites(model, batch)), label="valid arguments")
+    case, model, batch, kwargs = _case_with_valid_arguments(guide_class, data, "valid arguments")
     name = data.draw(st.sampled_from(sorted(case.invalid)), label="argument")
     bad = data.draw(st.sampled_from(case.invalid[name]), label="invalid value")
     if name == "model":

@@ -68,6 +68,15 @@ def pyro_regression(problem, device, dtype):
     return model, guide, x, y
 
 
+def pyro_regression_at(problem, device, dtype, loc, scale):
+    """:func:`pyro_regression` with its guide set to ``N(loc, diag(scale^2))``."""
+    model, guide, x, y = pyro_regression(problem, device, dtype)
+    guide(x, y)
+    pyro.param("loc").data.copy_(loc.to(device, dtype))
+    pyro.param("scale").unconstrained().data.copy_(scale.log().to(device, dtype))
+    return model, guide, x, y
+
+
 def off_posterior(problem):
     """A mean-field q that misses the (correlated) posterior: shifted and too wide."""
     mean, cov, _ = exact_posterior(problem)
@@ -90,10 +99,7 @@ def test_iwae_is_between_elbo_and_evidence_and_increases_with_k(path, device, dt
         model, guide, x, y = setup(problem, device, dtype, loc, scale)
         vectorize = False
     else:
-        model, guide, x, y = pyro_regression(problem, device, dtype)
-        guide(x, y)
-        pyro.param("loc").data.copy_(loc.to(device, dtype))
-        pyro.param("scale").unconstrained().data.copy_(scale.log().to(device, dtype))
+        model, guide, x, y = pyro_regression_at(problem, device, dtype, loc, scale)
         vectorize = True
     assert log_evidence - elbo > 1.0  # q is far enough off for the bound to have room to move
     R, Ks = 200, (1, 4, 32)
@@ -115,10 +121,7 @@ def test_iwae_is_between_elbo_and_evidence_and_increases_with_k(path, device, dt
 def test_sequential_and_vectorized_trace_paths_agree(device):
     problem = conjugate_problem(orthogonal=False)
     loc, scale = off_posterior(problem)
-    model, guide, x, y = pyro_regression(problem, device, torch.float64)
-    guide(x, y)
-    pyro.param("loc").data.copy_(loc.to(device))
-    pyro.param("scale").unconstrained().data.copy_(scale.log().to(device))
+    model, guide, x, y = pyro_regression_at(problem, device, torch.float64, loc, scale)
     R = 100
     a = replicate(ImportanceWeighted_ELBO(num_particles=8, vectorize_particles=True), model, guide, x, y, R)
     b = replicate(ImportanceWeighted_ELBO(num_particles=8, vectorize_particles=False), model, guide, x, y, R)
@@ -329,10 +332,7 @@ def test_matches_pyros_renyi_elbo_on_the_same_draws(alpha, device):
     ``RenyiELBO``'s (same random numbers), which has no ``differentiable_loss``."""
     problem = conjugate_problem(orthogonal=False)
     loc, scale = off_posterior(problem)
-    model, guide, x, y = pyro_regression(problem, device, torch.float64)
-    guide(x, y)
-    pyro.param("loc").data.copy_(loc.to(device))
-    pyro.param("scale").unconstrained().data.copy_(scale.log().to(device))
+    model, guide, x, y = pyro_regression_at(problem, device, torch.float64, loc, scale)
     params = [pyro.param("loc").unconstrained(), pyro.param("scale").unconstrained()]
     results = []
     for objective in (Renyi_ELBO(alpha, num_particles=6, vectorize_particles=True), pyro.infer.RenyiELBO(alpha, num_particles=6, vectorize_particles=True)):
