@@ -2,11 +2,11 @@
 
 import math
 import operator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
-import pyro.util
+import pyro
 import torch
 from pyro import poutine
 from pyro.infer import Predictive
@@ -17,6 +17,7 @@ from pyro.poutine.util import site_is_subsample
 from pyrozoo import metrics
 from pyrozoo.data.validation import check_finite, check_nonempty, check_positive_finite
 from pyrozoo.models.likelihoods import Categorical, Gaussian, PosteriorPredictive
+from pyrozoo.utils import evaluation_mode, rng_states, set_rng_states
 
 
 @dataclass
@@ -271,24 +272,18 @@ def _fits(value_shape: torch.Size, site) -> bool:
 
 
 @contextmanager
-def _side_effect_free(model, x):
+def _side_effect_free(model):
     """Runs the check without touching the random streams (later draws stay what they were
     without it) or the modules' state (batch-norm statistics: eval mode meanwhile)."""
-    state = pyro.util.get_rng_state()
-    cuda_state = torch.cuda.get_rng_state(x.device) if x.is_cuda else None
-    modules = list(model.modules()) if isinstance(model, torch.nn.Module) else []
-    training = [m.training for m in modules]
+    states = rng_states()
     try:
-        for m in modules:
-            m.training = False
-        with poutine.block():
+        with ExitStack() as stack:
+            if isinstance(model, torch.nn.Module):
+                stack.enter_context(evaluation_mode(model))
+            stack.enter_context(poutine.block())
             yield
     finally:
-        for m, flag in zip(modules, training):
-            m.training = flag
-        pyro.util.set_rng_state(state)
-        if cuda_state is not None:
-            torch.cuda.set_rng_state(cuda_state, x.device)
+        set_rng_states(states)
 
 
 def check_training_labels(model, x: torch.Tensor, y: torch.Tensor) -> None:
@@ -300,7 +295,7 @@ def check_training_labels(model, x: torch.Tensor, y: torch.Tensor) -> None:
     likelihood = getattr(model, "likelihood", None)
     if not isinstance(likelihood, Categorical):
         return
-    with _side_effect_free(model, x), torch.no_grad():
+    with _side_effect_free(model), torch.no_grad():
         output = InitMessenger(_init_to_sample_or_network)(model)(x[:2])  # (improper priors are not drawn from)
     if torch.is_tensor(output) and output.dim() >= 1:
         likelihood.check_labels(y, output.shape[-1])
@@ -352,7 +347,7 @@ def check_posterior_matches_model(model, guide, x: torch.Tensor, *, samples: Opt
     data_plate = getattr(likelihood, "plate_name", None)
     model_fn = InitMessenger(_init_to_sample_or_network)(model)
     _check_point_estimates(model)
-    with _side_effect_free(model, x):
+    with _side_effect_free(model):
         # (the model's own errors on x, e.g. a wrong number of features, surface as they are)
         model_trace = poutine.trace(model_fn).get_trace(head)
         if samples is not None or isinstance(guide, SampleGuide):
