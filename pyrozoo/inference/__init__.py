@@ -1,6 +1,6 @@
 """Inference: objectives (closed-form-KL ELBO, SIVI/DSIVI), KL schedules, the training loop
 (and the epoch loop core it shares with the samplers),
-prediction, and stochastic-gradient MCMC samplers (SGLD, SGHMC, SG-MCMC-SA)."""
+prediction (with the aleatoric/epistemic split of its uncertainty), and stochastic-gradient MCMC samplers (SGLD, SGHMC, SG-MCMC-SA)."""
 
 from pyrozoo.inference.elbo import ClosedFormKL_ELBO
 from pyrozoo.inference.prediction import evaluate, posterior_samples, predict
@@ -16,6 +16,7 @@ from pyrozoo.inference.sgmcmc_sa import StochasticApproximation
 from pyrozoo.inference.pruning import MagnitudePruning
 from pyrozoo.inference.posterior_averaging import StepSizeWeightedAverage, ensemble_probs
 from pyrozoo.inference.sample_storage import DiskSamples, InMemorySamples, SampleGuide
+from pyrozoo.inference.uncertainty import classification_uncertainty, regression_uncertainty, uncertainty
 
 __all__ = [
     "ClosedFormKL_ELBO",
@@ -49,4 +50,7 @@ __all__ = [
     "DiskSamples",
     "InMemorySamples",
     "SampleGuide",
+    "uncertainty",
+    "classification_uncertainty",
+    "regression_uncertainty",
 ]
