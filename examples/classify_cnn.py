@@ -46,94 +46,20 @@ from pathlib import Path
 
 import pandas as pd
 import pyro
-import torch
 
-from pyrozoo import atomic, metrics
-from pyrozoo.data import load_mnist
-from pyrozoo.guides import DeltaGuide
-from pyrozoo.inference import fit
-from pyrozoo.inference.posterior_averaging import StepSizeWeightedAverage, ensemble_probs
-from pyrozoo.inference.sample_storage import DiskSamples
-from pyrozoo.inference.sgmcmc import SGHMC, model_output
-from pyrozoo.inference.sgmcmc_sa import StochasticApproximation
-from pyrozoo.inference.step_sizes import PolynomialDecay
-from pyrozoo.models import BayesianNeuralNetwork, Categorical, NormalPrior, TwoConvTwoFCNet
-from pyrozoo.models.spike_and_slab import SpikeAndSlabPrior
+from pyrozoo import atomic
 from pyrozoo.reporting import save_figure, save_table, to_markdown
-from pyrozoo.robustness import fgsm_accuracy
 from pyrozoo.utils import set_seed
 from recipes import read_runs
 from recipes.cli import add_common_arguments, device_from_args, fraction, name_list, non_negative_int, positive_float, positive_int, run_main, select_methods, settings_digest
+from recipes.cnn import DATASETS, FGSM_PROTOCOLS, METHODS, PUBLISHED, fgsm_curve, is_sampler, load
+from recipes.cnn import run as run_method
 
-METHODS = ("adam", "dropout", "sghmc", "sghmc-sa")
-DATASETS = {"mnist": "MNIST", "fashion": "Fashion-MNIST"}
 COLUMNS = ["method", "dataset", "seed", "epochs", "thin", "burn_in", "accuracy", "test_ll", "ece", "samples", "train_seconds"]
-#: Deng et al. (2019), Table 2 (accuracy %, no data augmentation): Vanilla, Dropout, SGHMC, SGHMC-SA
-PUBLISHED = {("adam", "mnist"): 99.31, ("dropout", "mnist"): 99.38, ("sghmc", "mnist"): 99.47, ("sghmc-sa", "mnist"): 99.59,
-             ("adam", "fashion"): 92.73, ("dropout", "fashion"): 92.81, ("sghmc", "fashion"): 92.88, ("sghmc-sa", "fashion"): 93.01}
-EPSILONS = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5]
-FGSM_PROTOCOLS = ("posterior", "authors")
 #: settings that change a run but are not columns of its CSV row: when they differ from the
 #: defaults, a digest of them names the result files and the run directory, so that a changed
 #: run never resumes or skips as a stale one
 TRAINING_SETTINGS = ("batch_size", "lr", "adam_lr", "tau", "v0", "v1", "prior_scale")
-
-
-def load(dataset, data_dir, quick, device):
-    x, y = load_mnist(dataset, train=True, data_dir=data_dir)
-    x_test, y_test = load_mnist(dataset, train=False, data_dir=data_dir)
-    if quick:
-        x, y, x_test, y_test = x[:512], y[:512], x_test[:256], y_test[:256]
-    return x.to(device), y.to(device), x_test.to(device), y_test.to(device)
-
-
-def chunked_probs(probs_fn, x, chunk=1000):
-    return torch.cat([probs_fn(part) for part in x.split(chunk)])
-
-
-def scores(probs, y):
-    return {
-        "accuracy": 100.0 * metrics.accuracy(probs, y),
-        "test_ll": float(probs.gather(1, y[:, None]).clamp_min(torch.finfo(probs.dtype).tiny).log().mean()),
-        "ece": metrics.expected_calibration_error(probs, y),
-    }
-
-
-def run_point_estimate(method, data, args, device, run_dir):
-    """Adam (MAP under N(0, 1)) with or without dropout; returns metrics and a :class:`Predictor`."""
-    x, y, x_test, y_test = data
-    net = TwoConvTwoFCNet(dropout=0.5 if method == "dropout" else 0.0).to(device)
-    model = BayesianNeuralNetwork(net, NormalPrior(args.prior_scale), Categorical(len(x)))
-    guide = DeltaGuide(model)
-    net.train()
-    history = fit(model, guide, (x, y), epochs=args.epochs, batch_size=args.batch_size, lr=args.adam_lr, device=device, seed=args.seed,
-                  checkpoint=run_dir / "checkpoint.pt", progress=not args.no_progress)
-    net.eval()
-    values = {name: v.detach() for name, v in guide.median().items()}
-
-    predictor = Predictor(model, [values], [1.0])
-    with torch.no_grad():
-        probs = chunked_probs(predictor.probs, x_test)
-    # over every leg of a run that was resumed
-    return {**scores(probs, y_test), "samples": 1, "train_seconds": float(history.seconds.sum())}, predictor
-
-
-def sampler_model(x, args, device):
-    net = TwoConvTwoFCNet().to(device)
-    p = net.fc1.weight.numel()
-    prior = SpikeAndSlabPrior(args.v0, args.v1, sparse={"expose_modules": ["fc1"], "hide_parameters": ["bias"]}, gaussian_scale=args.prior_scale,
-                              nu=1000.0, lam=1000.0, a=float(p), b=float(p))
-    model = BayesianNeuralNetwork(net, prior, Categorical(len(x)))
-    prior.empirical_bayes(net, sigma=1.0, rho=0.5, delta=0.5)
-    return model, prior
-
-
-def burn_in_steps(args, steps_per_epoch):
-    """Iterations before averaging starts: ``--burn-in-epochs`` epochs, else the fraction
-    ``--burn-in`` of the run."""
-    if args.burn_in_epochs is not None:
-        return args.burn_in_epochs * steps_per_epoch
-    return int(args.burn_in * args.epochs * steps_per_epoch)
 
 
 def run_dir_name(method, args):
@@ -141,66 +67,13 @@ def run_dir_name(method, args):
     epochs it has run, so its directory leaves the epoch count out: a longer ``--epochs``
     resumes the chain (and its online average) from the last checkpoint. Every other setting
     that changes a run is in the name."""
-    if method in ("sghmc", "sghmc-sa") and args.burn_in_epochs is not None:
+    if is_sampler(method) and args.burn_in_epochs is not None:
         name = f"{args.dataset}-{method}-seed{args.seed}-burnin{args.burn_in_epochs}ep-thin{args.thin}"
-    elif method in ("sghmc", "sghmc-sa"):
+    elif is_sampler(method):
         name = f"{args.dataset}-{method}-seed{args.seed}-epochs{args.epochs}-burnin{args.burn_in:g}-thin{args.thin}"
     else:
         name = f"{args.dataset}-{method}-seed{args.seed}-epochs{args.epochs}"
     return name + args.settings_tag
-
-
-def run_sampler(method, data, args, device, run_dir):
-    x, y, x_test, y_test = data
-    model, prior = sampler_model(x, args, device)
-    adaptations = [StochasticApproximation(prior, PolynomialDecay(1.0, 0.75, offset=1000.0))] if method == "sghmc-sa" else []
-    tau = args.tau if args.tau is not None else {"mnist": 1000.0, "fashion": 2500.0}[args.dataset]
-    sampler = SGHMC(model, lr=args.lr, momentum=0.9, inverse_temperature=tau, adaptations=adaptations)
-    average = StepSizeWeightedAverage()
-    sink = DiskSamples(run_dir / "samples", shard_size=10)
-
-    def on_sample(s, k, weight):
-        values = s.values()
-        average.update(chunked_probs(lambda inputs: model_output(model, values, inputs).softmax(-1), x_test), weight)
-
-    steps_per_epoch = math.ceil(len(x) / args.batch_size)
-    burn_in = burn_in_steps(args, steps_per_epoch)
-    history = sampler.run((x, y), epochs=args.epochs, batch_size=args.batch_size, burn_in=burn_in,
-                          thin=args.thin, sink=sink, on_sample=on_sample, stateful=[average], seed=args.seed, device=device,
-                          checkpoint=run_dir / "checkpoint.pt", progress=not args.no_progress)
-    atomic.write_csv(history, run_dir / "history.csv")
-    if average.count == 0:
-        if args.burn_in_epochs is not None:
-            return None, None  # the first legs of a longer run: the chain is checkpointed, nothing averaged yet
-        raise RuntimeError("no sample was averaged: lower --thin or --burn-in, or run more epochs")
-    samples = sink.load()
-    draws = [{n: v[i].to(device) for n, v in samples.items()} for i in range(len(sink))]
-    weights = [sampler.lr(burn_in + args.thin * (i + 1)) for i in range(len(draws))]  # as in the online average
-    # over every leg of a run that was resumed or extended
-    return {**scores(average.value, y_test), "samples": average.count, "train_seconds": float(history.seconds.sum())}, Predictor(model, draws, weights)
-
-
-class Predictor:
-    """A run's predictive: its networks (averaged samples, or a point estimate) and their weights."""
-
-    def __init__(self, model, draws, weights):
-        self.model, self.draws, self.weights = model, draws, weights
-
-    def probs(self, inputs, pool="linear"):
-        """The ensemble's class probabilities (``pool``: see :func:`ensemble_probs`)."""
-        return ensemble_probs([self.model.net_output(values, inputs).log_softmax(-1) for values in self.draws], self.weights, pool)
-
-    def first(self, inputs):
-        """The class probabilities of the first network alone."""
-        return self.model.net_output(self.draws[0], inputs).softmax(-1)
-
-
-def fgsm_curve(predictor, x, y, protocol):
-    """Accuracy under FGSM by one of :data:`FGSM_PROTOCOLS` (see the module docstring)."""
-    if protocol == "posterior":
-        return fgsm_accuracy(predictor.probs, x, y, EPSILONS, batch_size=500)
-    return fgsm_accuracy(lambda inputs: predictor.probs(inputs, pool="log"), x, y, EPSILONS, batch_size=500,
-                         attack_probs_fn=predictor.first, target="prediction")
 
 
 def plot_fgsm(table, results_dir, stem):
@@ -302,7 +175,7 @@ def main(argv=None):
     data = None
     for method in args.methods:
         burn_in = args.burn_in_epochs / args.epochs if args.burn_in_epochs is not None else args.burn_in
-        sampler_settings = {"thin": args.thin, "burn_in": burn_in} if method in ("sghmc", "sghmc-sa") else {"thin": math.nan, "burn_in": math.nan}
+        sampler_settings = {"thin": args.thin, "burn_in": burn_in} if is_sampler(method) else {"thin": math.nan, "burn_in": math.nan}
         run = {"method": method, "dataset": args.dataset, "seed": args.seed, "epochs": args.epochs, **sampler_settings}
         curves = [p for p in args.fgsm_protocols if (_key(run), p) not in curves_done] if args.fgsm else []
         if _key(run) in done and not curves:
@@ -313,9 +186,8 @@ def main(argv=None):
         run_dir.mkdir(parents=True, exist_ok=True)
         set_seed(args.seed)
         pyro.clear_param_store()
-        runner = run_point_estimate if method in ("adam", "dropout") else run_sampler
         # a finished run resumes from its last checkpoint without training (FGSM curves it lacks)
-        result, predictor = runner(method, data, args, device, run_dir)
+        result, predictor = run_method(method, data, args, device, run_dir)
         if result is None:
             print(f"{method} on {args.dataset}: {args.epochs} epochs run, no sample averaged yet (burn-in {args.burn_in_epochs} epochs, "
                   f"thinning {args.thin} iterations); the chain is checkpointed in {run_dir}: run again with a larger --epochs", flush=True)

@@ -38,7 +38,8 @@ from pyrozoo.reporting import save_table, to_markdown
 from pyrozoo.utils import set_seed
 from recipes import read_runs
 from recipes.cli import add_common_arguments, device_from_args, existing_file, name_list, parse_seeds, positive_float, positive_int, run_main, settings_digest
-from recipes.lenet import ARCHITECTURES, CSV_COLUMNS, CompressionConfig, available_methods
+from recipes.config import RunConfig
+from recipes.lenet import ARCHITECTURES, CSV_COLUMNS, available_methods
 
 TABLE_COLUMNS = ["method", "arch", "source", "test_error", "compression_ratio", "params_kept", "flops", "pruned_architecture", "per_layer_sparsity", "bits", "compression_with_bits", "epochs"]
 
@@ -156,7 +157,7 @@ def main(argv=None):
                     trained = {k: v for k, v in extra.items() if k not in EVALUATION_SETTINGS}
                     digest = settings_digest([args.epochs, args.batch_size, args.lr, sorted(trained.items())])
                     run_extra["checkpoint"] = str(checkpoints / f"{name}_{arch}_seed{seed}_{digest}.pt")
-                config = CompressionConfig(
+                config = RunConfig(
                     arch=arch, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, device=device,
                     seed=seed, quick=args.quick, progress=not args.no_progress, extra=run_extra,
                 )

@@ -31,7 +31,7 @@ from pyrozoo.serialization import load_state
 from pyrozoo.utils import set_seed
 from recipes.cli import add_common_arguments, device_from_args, fraction, non_negative_float_list, positive_int, run_main
 from recipes.compress_sparse_vd import train_sparse_vd
-from recipes.lenet import CompressionConfig
+from recipes.config import RunConfig
 from recipes.lenet_recipes import linear_to_zero
 from recipes.variance_networks import train_variational_dropout
 
@@ -134,7 +134,7 @@ def main(argv=None):
     svd_epochs = epochs
     if args.sparse_vd_checkpoint and not args.quick and args.sparse_vd_checkpoint.exists():
         svd_epochs = max(epochs, int(load_state(args.sparse_vd_checkpoint, map_location="cpu")["epoch"]))
-    config = CompressionConfig(arch="lenet300", device=device, seed=args.seed, progress=progress, extra={"checkpoint": svd_checkpoint})
+    config = RunConfig(arch="lenet300", device=device, seed=args.seed, progress=progress, extra={"checkpoint": svd_checkpoint})
     svd_model, svd_guide, _ = train_sparse_vd(train, config, svd_epochs)
     models["Sparse VD"] = posterior_probs(svd_model, svd_guide, num_samples)
 

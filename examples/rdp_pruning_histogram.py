@@ -42,7 +42,8 @@ def train_and_collect(args, path: Path) -> dict:
     """Runs the registered ``rdp`` compression method once, writing its statistics to ``path``."""
     from pyrozoo.data import load_mnist
     from pyrozoo.utils import set_seed
-    from recipes.lenet import CompressionConfig, available_methods
+    from recipes.config import RunConfig
+    from recipes.lenet import available_methods
 
     set_seed(args.seed)
     train = load_mnist("mnist", train=True, data_dir=args.data_dir)
@@ -51,7 +52,7 @@ def train_and_collect(args, path: Path) -> dict:
     if args.quick:
         train, test = (train[0][:1000], train[1][:1000]), (test[0][:500], test[1][:500])
         extra["predictive_samples"] = 0
-    config = CompressionConfig(arch=args.arch, epochs=args.epochs, device=device_from_args(args), seed=args.seed, quick=args.quick, progress=not args.no_progress, extra=extra)
+    config = RunConfig(arch=args.arch, epochs=args.epochs, device=device_from_args(args), seed=args.seed, quick=args.quick, progress=not args.no_progress, extra=extra)
     available_methods()["rdp"].run(train, test, config)
     return read_statistics(path)
 

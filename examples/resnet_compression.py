@@ -36,60 +36,14 @@ import pandas as pd
 import pyro
 import torch
 
-from pyrozoo import atomic, metrics
-from pyrozoo.data import TensorBatches, load_cifar10
-from pyrozoo.data.cifar import MEAN, STD
-from pyrozoo.inference.pruning import MagnitudePruning, layer_sparsity_for_overall, sparsity_of
-from pyrozoo.inference.sgmcmc import SGHMC, model_output
-from pyrozoo.inference.sgmcmc_sa import StochasticApproximation
-from pyrozoo.inference.step_sizes import Geometric, PiecewiseConstant, PolynomialDecay
-from pyrozoo.models import BayesianNeuralNetwork, Categorical, NormalPrior, ResNet20
-from pyrozoo.models.spike_and_slab import SpikeAndSlabPrior
+from pyrozoo import atomic
+from pyrozoo.data import load_cifar10
 from pyrozoo.reporting import save_table, to_markdown
-from pyrozoo.serialization import load_state, save_state
-from pyrozoo.utils import set_seed
 from recipes import read_runs
 from recipes.cli import add_common_arguments, device_from_args, name_list, positive_float, positive_int, run_main, select_methods
+from recipes.resnet import METHODS, PRIOR_BY_SPARSITY, PUBLISHED, finetune, pretrain
 
-METHODS = ("a-sghmc", "a-sghmc-em", "sghmc-sa", "a-sghmc-sa")
-#: Table 3: (v0, v1) by target sparsity
-PRIOR_BY_SPARSITY = {0.3: (0.5, 1e-3), 0.5: (0.1, 5e-4), 0.7: (0.1, 5e-5), 0.9: (0.005, 1e-5)}
-#: Deng et al. (2019), Table 3 (accuracy %, best point estimate over epochs)
-PUBLISHED = {
-    "a-sghmc": {0.3: 94.07, 0.5: 94.16, 0.7: 93.16, 0.9: 90.59},
-    "a-sghmc-em": {0.3: 94.18, 0.5: 94.19, 0.7: 93.41, 0.9: 91.26},
-    "sghmc-sa": {0.3: 94.13, 0.5: 94.11, 0.7: 93.52, 0.9: 91.45},
-    "a-sghmc-sa": {0.3: 94.23, 0.5: 94.27, 0.7: 93.74, 0.9: 91.68},
-}
 COLUMNS = ["method", "target_sparsity", "seed", "pretrain_epochs", "epochs", "accuracy", "sparsity", "sigma", "train_seconds"]
-
-
-class AugmentedBatches(TensorBatches):
-    """:class:`~pyrozoo.data.TensorBatches` of raw images in [0, 1] that yields randomly
-    cropped (zero padding 4) and flipped, normalised batches; the crop and flip draws use
-    the batches' own generator, so checkpoints resume them."""
-
-    def __iter__(self):
-        mean = torch.tensor(MEAN, device=self.tensors[0].device).reshape(1, 3, 1, 1)
-        std = torch.tensor(STD, device=self.tensors[0].device).reshape(1, 3, 1, 1)
-        for x, y, idx in super().__iter__():
-            n = len(x)
-            offsets = torch.randint(0, 9, (2, n), generator=self.generator).to(x.device)
-            flip = (torch.rand(n, generator=self.generator) < 0.5).to(x.device)
-            padded = torch.nn.functional.pad(x, (4, 4, 4, 4))
-            rows = (offsets[0][:, None] + torch.arange(32, device=x.device))[:, None, :, None]
-            cols = (offsets[1][:, None] + torch.arange(32, device=x.device))[:, None, None, :]
-            batch = torch.arange(n, device=x.device)[:, None, None, None]
-            channels = torch.arange(3, device=x.device)[None, :, None, None]
-            crops = padded[batch, channels, rows, cols]
-            crops = torch.where(flip[:, None, None, None], crops.flip(-1), crops)
-            yield (crops - mean) / std, y, idx
-
-
-def normalise(x):
-    mean = torch.tensor(MEAN, device=x.device).reshape(1, 3, 1, 1)
-    std = torch.tensor(STD, device=x.device).reshape(1, 3, 1, 1)
-    return (x - mean) / std
 
 
 def load_data(args, device):
@@ -105,65 +59,6 @@ def load_data(args, device):
     except FileNotFoundError as e:
         sys.exit(f"resnet_compression: {e}\n(use --synthetic to run the pipeline on random tensors of CIFAR's shape)")
     return x.to(device), y.to(device), x_test.to(device), y_test.to(device)
-
-
-def accuracy(model, values, x_test, y_test, chunk=1000):
-    model.net.eval()
-    probs = torch.cat([model_output(model, values, part).softmax(-1) for part in normalise(x_test).split(chunk)])
-    model.net.train()
-    return 100.0 * metrics.accuracy(probs, y_test)
-
-
-def lr_schedule(lr, epochs, steps_per_epoch):
-    return PiecewiseConstant(lr, [int(0.7 * epochs * steps_per_epoch) + 1, int(0.9 * epochs * steps_per_epoch) + 1], 0.1)
-
-
-def pretrain(data, args, device, run_dir):
-    """Stage 1: the dense network (saved as ``pretrained.pt`` and reused)."""
-    path = run_dir / "pretrained.pt"
-    if path.exists():
-        return load_state(path, map_location=device)
-    x, y, x_test, y_test = data
-    set_seed(args.seed)
-    net = ResNet20().to(device)
-    model = BayesianNeuralNetwork(net, NormalPrior(args.gaussian_scale), Categorical(len(x)))
-    batches = AugmentedBatches(x, y, batch_size=args.batch_size, seed=args.seed)
-    sampler = SGHMC(model, lr=lr_schedule(args.pretrain_lr, args.pretrain_epochs, len(batches)), momentum=0.9, inverse_temperature=args.pretrain_tau)
-    sampler.run(batches, epochs=args.pretrain_epochs, seed=args.seed, checkpoint=run_dir / "pretrain_checkpoint.pt", progress=not args.no_progress)
-    state = {"values": sampler.values(), "buffers": {k: v.clone() for k, v in net.named_buffers()}}
-    print(f"pretrained dense ResNet-20: test accuracy {accuracy(model, state['values'], x_test, y_test):.2f}%", flush=True)
-    save_state(state, path)
-    return state
-
-
-def finetune(method, pretrained, data, args, device, run_dir):
-    """Stage 2: sparse fine-tuning with the SSGL prior, pruning and (optionally) annealing."""
-    x, y, x_test, y_test = data
-    set_seed(args.seed)
-    net = ResNet20().to(device)
-    with torch.no_grad():
-        for name, p in net.named_parameters():
-            p.copy_(pretrained["values"][name])
-        for name, b in net.named_buffers():
-            b.copy_(pretrained["buffers"][name])
-    v0, v1 = PRIOR_BY_SPARSITY.get(args.sparsity, PRIOR_BY_SPARSITY[0.9])
-    sparse = [n for n, _ in net.named_parameters() if "conv" in n and n != "conv1.weight"]
-    prior = SpikeAndSlabPrior(v0, v1, sparse={"expose_parameters": sparse}, gaussian_scale=args.gaussian_scale, nu=1000.0, lam=1000.0, a=2.7e5, b=2.7e5)
-    model = BayesianNeuralNetwork(net, prior, Categorical(len(x)))
-    prior.empirical_bayes(net, sigma=1.0, rho=0.5, kappa0=5e-4, kappa1=5e-4, delta=0.5)
-    batches = AugmentedBatches(x, y, batch_size=args.batch_size, seed=args.seed)
-    steps_per_epoch = len(batches)
-    total = sum(p.numel() for p in net.parameters())
-    pruned = sum(p.numel() for n, p in net.named_parameters() if n in sparse)
-    pruning = MagnitudePruning(sparse, layer_sparsity_for_overall(args.sparsity, total, pruned), decay=0.99, period=50.0)
-    omega = {"a-sghmc": None, "a-sghmc-em": 1.0}.get(method, PolynomialDecay(0.02, 0.75, offset=1000.0))
-    adaptations = ([StochasticApproximation(prior, omega, update_delta=True)] if omega is not None else []) + [pruning]
-    tau = Geometric(args.tau, 1.005, every=steps_per_epoch) if method.startswith("a-") else args.tau
-    sampler = SGHMC(model, lr=lr_schedule(args.lr, args.epochs, steps_per_epoch), momentum=0.9, inverse_temperature=tau, adaptations=adaptations)
-    history = sampler.run(batches, epochs=args.epochs, seed=args.seed, checkpoint=run_dir / f"{method}_checkpoint.pt", progress=not args.no_progress)
-    atomic.write_csv(history, run_dir / f"{method}_history.csv")
-    values = sampler.values()
-    return {"accuracy": accuracy(model, values, x_test, y_test), "sparsity": sparsity_of(values), "sigma": float(prior.state.sigma)}
 
 
 def parse_args(argv=None):

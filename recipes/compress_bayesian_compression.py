@@ -30,10 +30,10 @@ import torch
 from pyrozoo.compression import apply_masks
 from pyrozoo.compression.group_pruning import group_masks, resolve_thresholds, weight_masks
 from pyrozoo.compression.precision import bits_per_layer, compression_with_precision, exponent_bits, format_bits, round_to_bits
-from pyrozoo.guides.bayesian_compression import BayesianCompressionGuide
 from pyrozoo.models import BayesianNeuralNetwork, Categorical
-from pyrozoo.models.compression_priors import GroupHorseshoePrior, GroupNormalJeffreysPrior
-from recipes.lenet import CompressionConfig, CompressionResult, register_compression_method
+from recipes.config import RunConfig
+from recipes.lenet import COMPRESSION_REGISTRY, CompressionResult
+from recipes.methods import MethodSpec, method
 from recipes.lenet_recipes import classification_error, compressed_result, fit_recipe, kl_warmup, linear_to_zero, make_network, training_details, resolve_epochs
 
 _SOURCE = "Louizos et al. 2017, Table 1 (architecture, bits) and code README (error, compression)"
@@ -49,14 +49,21 @@ PUBLISHED = [
 ]
 
 
-def train_bayesian_compression(train, config: CompressionConfig, epochs: int, prior):
+#: this protocol's settings (``config.extra`` overrides them)
+DEFAULTS = {"init": "torch", "lr_hold": 0.5, "thresholds": -3.0}
+
+
+def train_bayesian_compression(train, config: RunConfig, epochs: int, spec: MethodSpec):
+    s = config.settings(spec.defaults, DEFAULTS)
     pyro.clear_param_store()
     torch.manual_seed(config.seed)
-    net = make_network(config.arch, config.extra.get("init", "torch"))
-    model = BayesianNeuralNetwork(net, prior, Categorical(dataset_size=len(train[0])))
-    guide = BayesianCompressionGuide(model)
-    lr_schedule = linear_to_zero(epochs, float(config.extra.get("lr_hold", 0.5)))
-    history = fit_recipe(model, guide, train, config, epochs, 1e-3, lr_schedule=lr_schedule, kl_schedule=kl_warmup(epochs), estimator="local")
+    net = make_network(config.arch, s["init"])
+    model = BayesianNeuralNetwork(net, spec.prior(s), Categorical(dataset_size=len(train[0])))
+    guide = spec.guide(model, s)
+    lr_schedule = linear_to_zero(epochs, float(s["lr_hold"]))
+    # the protocol's KL warm-up (Molchanov et al.'s rw_linear) instead of a declared one
+    fit_arguments = {**spec.fit_arguments(s, epochs), "kl_schedule": kl_warmup(epochs)}
+    history = fit_recipe(model, guide, train, config, epochs, 1e-3, lr_schedule=lr_schedule, **fit_arguments)
     return model, guide, history
 
 
@@ -100,17 +107,11 @@ def compress(model, guide, arch: str, test, thresholds="auto", details=None) -> 
     return result
 
 
-def _run(prior_factory, train, test, config: CompressionConfig) -> CompressionResult:
+def _run(spec: MethodSpec, train, test, config: RunConfig) -> CompressionResult:
     epochs = resolve_epochs(config)
-    model, guide, history = train_bayesian_compression(train, config, epochs, prior_factory(config))
-    return compress(model, guide, config.arch, test, config.extra.get("thresholds", -3.0), training_details(history, epochs))
+    model, guide, history = train_bayesian_compression(train, config, epochs, spec)
+    return compress(model, guide, config.arch, test, config.settings(DEFAULTS)["thresholds"], training_details(history, epochs))
 
 
-@register_compression_method("bc-gnj", "Bayesian compression, group normal-Jeffreys prior (Louizos et al. 2017)")
-def run_bc_gnj(train, test, config: CompressionConfig) -> CompressionResult:
-    return _run(lambda c: GroupNormalJeffreysPrior(), train, test, config)
-
-
-@register_compression_method("bc-ghs", "Bayesian compression, group horseshoe prior (Louizos et al. 2017)")
-def run_bc_ghs(train, test, config: CompressionConfig) -> CompressionResult:
-    return _run(lambda c: GroupHorseshoePrior(tau0=float(c.extra.get("tau0", 1e-5))), train, test, config)
+for _name in ("bc-gnj", "bc-ghs"):
+    COMPRESSION_REGISTRY.register_declaration(method(_name), _run)

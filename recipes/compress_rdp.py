@@ -34,10 +34,11 @@ import torch
 from pyrozoo import atomic
 from pyrozoo.compression import apply_masks
 from pyrozoo.compression.radial_directional import posterior_mean_weights, pruning_masks, pruning_statistics
-from pyrozoo.guides import RadialDirectionalGuide
-from pyrozoo.inference import LinearKLWarmup, evaluate
-from pyrozoo.models import BayesianNeuralNetwork, Categorical, RadialDirectionalPrior
-from recipes.lenet import CompressionConfig, CompressionResult, register_compression_method
+from pyrozoo.inference import evaluate
+from pyrozoo.models import BayesianNeuralNetwork, Categorical
+from recipes.config import RunConfig, Settings
+from recipes.lenet import CompressionResult, register_compression_method
+from recipes.methods import method
 from recipes.lenet_recipes import compressed_result, fit_recipe, make_network, training_details, resolve_epochs
 
 _SOURCE = "Oh et al. 2020, Table 2 (their counting convention for params/FLOPs is not stated)"
@@ -47,9 +48,11 @@ PUBLISHED = [
     {"method": "rdp", "arch": "lenet5", "test_error": 1.0, "pruned_architecture": "4-7-110-66", "flops": 125_000, "params_kept": 20_000, "source": _SOURCE},
 ]
 
+#: this protocol's settings of the ``rdp`` declaration (:mod:`recipes.methods`) and of its pruning;
+#: ``config.extra`` overrides them
 DEFAULTS = {
-    "tau_local": 1e-2,
-    "tau_global": 1e-3,
+    "local_scale": 1e-2,  # tau of the half-Cauchy local radius scales
+    "global_scale": 1e-3,  # tau of the global one
     "direction_epsilon": 0.1,
     "init_direction_epsilon": 0.1,
     "init_scale": 1e-2,
@@ -60,25 +63,21 @@ DEFAULTS = {
     "predictive_samples": 10,
 }
 
-
-def _setting(config: CompressionConfig, key: str):
-    return config.extra.get(key, DEFAULTS[key])
+SPEC = method("rdp")
 
 
-def train_rdp(train, config: CompressionConfig, epochs: int):
+def settings(config: RunConfig) -> Settings:
+    return config.settings(DEFAULTS, SPEC.defaults)
+
+
+def train_rdp(train, config: RunConfig, epochs: int):
+    s = settings(config)
     pyro.clear_param_store()
     torch.manual_seed(config.seed)
     net = make_network(config.arch, "torch")
-    prior = RadialDirectionalPrior(
-        grouping="double",
-        local_scale=float(_setting(config, "tau_local")),
-        global_scale=float(_setting(config, "tau_global")),
-        direction_epsilon=float(_setting(config, "direction_epsilon")),
-    )
-    model = BayesianNeuralNetwork(net, prior, Categorical(dataset_size=len(train[0])))
-    guide = RadialDirectionalGuide(model, init_scale=float(_setting(config, "init_scale")), init_direction_epsilon=float(_setting(config, "init_direction_epsilon")))
-    warmup = LinearKLWarmup(0.0, max(float(_setting(config, "warmup_fraction")) * epochs, 1e-3))
-    history = fit_recipe(model, guide, train, config, epochs, float(_setting(config, "lr")), kl_schedule=warmup)
+    model = BayesianNeuralNetwork(net, SPEC.prior(s), Categorical(dataset_size=len(train[0])))
+    guide = SPEC.guide(model, s)
+    history = fit_recipe(model, guide, train, config, epochs, float(s["lr"]), **SPEC.fit_arguments(s, epochs))
     return model, guide, history
 
 
@@ -89,10 +88,11 @@ def _output_layer(model) -> str:
 
 
 @torch.no_grad()
-def compress(model, guide, config: CompressionConfig, test, details=None) -> CompressionResult:
+def compress(model, guide, config: RunConfig, test, details=None) -> CompressionResult:
     """Prune, export, evaluate and count a trained RDP model."""
-    thresholds = _setting(config, "thresholds")
-    group_masks, masks, resolved = pruning_masks(model, guide, thresholds, keep_rows=[_output_layer(model)], min_gap=float(_setting(config, "min_gap")))
+    s = settings(config)
+    thresholds = s["thresholds"]
+    group_masks, masks, resolved = pruning_masks(model, guide, thresholds, keep_rows=[_output_layer(model)], min_gap=float(s["min_gap"]))
     means = posterior_mean_weights(model, guide)
     masked = apply_masks(model.net, masks, values=means)
     result = compressed_result(masked, model.net, config.arch, test, details=details)
@@ -103,7 +103,7 @@ def compress(model, guide, config: CompressionConfig, test, details=None) -> Com
             "groups_kept": "/".join(f"{k}:{int(group_masks[k].sum())}of{group_masks[k].numel()}" for k in stats),
         }
     )
-    samples = int(_setting(config, "predictive_samples"))
+    samples = int(s["predictive_samples"])
     if samples > 0:
         x, y = test
         metrics = evaluate(model, guide, x.to(config.device), y.to(config.device), num_samples=samples, batch_size=1000)
@@ -123,7 +123,7 @@ def compress(model, guide, config: CompressionConfig, test, details=None) -> Com
 
 
 @register_compression_method("rdp", "radial-directional posteriors (Oh et al. 2020): double-grouped vMF directions, half-Cauchy radii")
-def run_rdp(train, test, config: CompressionConfig) -> CompressionResult:
+def run_rdp(train, test, config: RunConfig) -> CompressionResult:
     epochs = resolve_epochs(config)
     model, guide, history = train_rdp(train, config, epochs)
     return compress(model, guide, config, test, training_details(history, epochs))

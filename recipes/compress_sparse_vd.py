@@ -13,10 +13,11 @@ of the log-uniform prior's.
 import pyro
 import torch
 
-from pyrozoo.guides.variational_dropout import SparseVariationalDropoutGuide
 from pyrozoo.models import BayesianNeuralNetwork, Categorical
 from pyrozoo.models.dropout_priors import ARDPrior, LogUniformPrior
-from recipes.lenet import CompressionConfig, CompressionResult, register_compression_method
+from recipes.config import RunConfig
+from recipes.lenet import CompressionResult, register_compression_method
+from recipes.methods import method
 from recipes.lenet_recipes import compressed_result, fit_recipe, kl_warmup, linear_to_zero, make_network, training_details, resolve_epochs
 
 PRIORS = {"log-uniform": LogUniformPrior, "ard": ARDPrior}
@@ -29,23 +30,32 @@ PUBLISHED = [
 ]
 
 
-def train_sparse_vd(train, config: CompressionConfig, epochs: int):
+#: this protocol's settings (``config.extra`` overrides them)
+DEFAULTS = {"init": "molchanov", "prior": "log-uniform"}
+
+SPEC = method("sparse-vd")
+
+
+def train_sparse_vd(train, config: RunConfig, epochs: int):
     """Trains the Sparse VD model and guide; returns ``(model, guide, history)``."""
+    s = config.settings(DEFAULTS, SPEC.defaults)
     pyro.clear_param_store()
     torch.manual_seed(config.seed)
-    net = make_network(config.arch, config.extra.get("init", "molchanov"))
-    prior = config.extra.get("prior", "log-uniform")
+    net = make_network(config.arch, s["init"])
+    prior = s["prior"]
     if prior not in PRIORS:
         raise ValueError(f"unknown prior {prior!r} for sparse-vd; choose from {sorted(PRIORS)}")
     model = BayesianNeuralNetwork(net, PRIORS[prior](), Categorical(dataset_size=len(train[0])))
-    guide = SparseVariationalDropoutGuide(model)
+    guide = SPEC.guide(model, s)
     hold = 0.5 if config.arch == "lenet300" else 0.0
-    history = fit_recipe(model, guide, train, config, epochs, 1e-3, lr_schedule=linear_to_zero(epochs, hold), kl_schedule=kl_warmup(epochs), estimator="local")
+    # the protocol's KL warm-up (Molchanov et al.'s rw_linear) instead of the declared one
+    fit_arguments = {**SPEC.fit_arguments(s, epochs), "kl_schedule": kl_warmup(epochs)}
+    history = fit_recipe(model, guide, train, config, epochs, 1e-3, lr_schedule=linear_to_zero(epochs, hold), **fit_arguments)
     return model, guide, history
 
 
-@register_compression_method("sparse-vd", "Sparse variational dropout (Molchanov et al. 2017), pruned at log alpha > 3")
-def run_sparse_vd(train, test, config: CompressionConfig) -> CompressionResult:
+@register_compression_method(SPEC.name, "Sparse variational dropout (Molchanov et al. 2017), pruned at log alpha > 3")
+def run_sparse_vd(train, test, config: RunConfig) -> CompressionResult:
     epochs = resolve_epochs(config)
     model, guide, history = train_sparse_vd(train, config, epochs)
     pruned = guide.mean_network(masked=True)

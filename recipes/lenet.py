@@ -8,7 +8,7 @@ writes one CSV row per run with the columns :data:`CSV_COLUMNS`.
 """
 
 from dataclasses import dataclass, field
-from typing import Dict, Optional
+from typing import Dict
 
 import torch
 
@@ -29,21 +29,6 @@ CSV_COLUMNS = [
 ]
 
 ARCHITECTURES = ("lenet300", "lenet5")
-
-
-@dataclass
-class CompressionConfig:
-    """Settings passed to every method; ``None`` means the method's own default."""
-
-    arch: str = "lenet5"
-    epochs: Optional[int] = None
-    batch_size: Optional[int] = None
-    lr: Optional[float] = None
-    device: torch.device = torch.device("cpu")
-    seed: int = 0
-    quick: bool = False
-    progress: bool = False
-    extra: dict = field(default_factory=dict)
 
 
 @dataclass

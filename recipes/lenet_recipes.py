@@ -11,7 +11,8 @@ from torch import nn
 from pyrozoo.compression import count_network, format_sparsity, remove_pruned_units, sparse_storage_bytes, to_sparse
 from pyrozoo.inference import ClosedFormKL_ELBO, LinearKLWarmup, fit
 from pyrozoo.models import LeNet5, LeNet300100
-from recipes.lenet import ARCHITECTURES, CompressionConfig, CompressionResult
+from recipes.config import RunConfig
+from recipes.lenet import ARCHITECTURES, CompressionResult
 
 #: epochs of the authors' LeNet scripts (Molchanov et al. 2017)
 PAPER_EPOCHS = 200
@@ -67,19 +68,21 @@ def kl_warmup(epochs: int) -> LinearKLWarmup:
     return LinearKLWarmup(5 * scale, max(20 * scale, 5 * scale + 1e-3))
 
 
-def fit_recipe(model, guide, train, config: CompressionConfig, epochs: int, default_lr: float, **schedules):
+def fit_recipe(model, guide, train, config: RunConfig, epochs: int, default_lr: float, **schedules):
     """``fit`` with the closed-form-KL ELBO and what ``config`` fixes for every recipe (batch
     size, learning rate unless the recipe's, device, seed, checkpoint, progress bar);
     ``schedules`` are the recipe's own ``fit`` options (``lr_schedule``, ``kl_schedule``,
-    ``estimator``)."""
+    ``estimator``, or a declaration's ``objective``)."""
+    s = config.settings({"batch_size": 100, "lr": default_lr})
+    objective = schedules.pop("objective", None) or ClosedFormKL_ELBO()
     return fit(
         model,
         guide,
         train,
         epochs=epochs,
-        objective=ClosedFormKL_ELBO(),
-        batch_size=100 if config.batch_size is None else config.batch_size,
-        lr=default_lr if config.lr is None else config.lr,
+        objective=objective,
+        batch_size=s["batch_size"],
+        lr=s["lr"],
         device=config.device,
         seed=config.seed,
         checkpoint=config.extra.get("checkpoint"),
@@ -153,7 +156,7 @@ def compressed_result(
     )
 
 
-def resolve_epochs(config: CompressionConfig, default: int = PAPER_EPOCHS) -> int:
+def resolve_epochs(config: RunConfig, default: int = PAPER_EPOCHS) -> int:
     if config.epochs is not None:
         if config.epochs < 1:
             raise ValueError(f"epochs must be >= 1, got {config.epochs}")

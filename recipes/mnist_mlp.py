@@ -14,119 +14,85 @@ hidden layer of 100 units), a categorical likelihood, minibatches of 128 and Ada
 
 Training goes through :func:`pyrozoo.inference.fit` or the samplers' ``run``; test error
 and log-likelihood through :func:`pyrozoo.inference.evaluate` (``config.num_samples`` draws;
-one for MAP). ``config.extra`` overrides :data:`DEFAULTS`.
+one for MAP). The methods are the declarations of :mod:`recipes.methods`; ``config``
+and ``config.extra`` override their defaults and :data:`DEFAULTS`.
 """
 
 import pyro
 import torch
 
-from pyrozoo.guides import DeltaGuide, MeanFieldNormalGuide
-from pyrozoo.guides.variational_dropout import SparseVariationalDropoutGuide
-from pyrozoo.inference import SGHMC, SGLD, ClosedFormKL_ELBO, LinearKLWarmup, evaluate, fit
+from pyrozoo.inference import evaluate, fit
 from pyrozoo.inference.sample_storage import InMemorySamples, SampleGuide
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical, NormalPrior
-from pyrozoo.models.dropout_priors import LogUniformPrior
-from recipes.mnist import MNISTData, MNISTRunConfig, register_mnist_method, shape
+from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical
+from recipes.config import RunConfig
+from recipes.methods import MethodSpec, method, predicts_with_one_sample
+from recipes.mnist import MNIST_REGISTRY, MNISTData, shape
 from recipes.uci import decay_to_tenth
 
+#: the protocol's schedule (a method's declared defaults and ``config`` override them)
 DEFAULTS = {
     "epochs": 10,
     "batch_size": 128,
     "lr": 1e-3,
+    "num_samples": 20,
+    "hidden": (100,),
     # step sizes times the training-set size N: the log-joint's gradient grows with N, so
     # the step that moves the weights by a given amount shrinks as 1/N
     "sampler_lr_times_n": {"sgld": 0.25, "sghmc": 0.025},
-    "momentum": 0.9,
-    "burn_in": 0.5,
-    "init_scale": 1e-3,
-    "prior_scale": 1.0,
-    "warmup_fraction": 0.2,
     "eval_batch_size": 2000,
 }
 
-
-def _setting(config: MNISTRunConfig, key: str):
-    value = getattr(config, key, None) if key in ("epochs", "batch_size", "lr") else None
-    return config.extra.get(key, DEFAULTS[key]) if value is None else value
+#: the declarations this protocol evaluates
+NAMES = ("map", "mfvi", "mfvi-mc", "sparse-vd", "sgld", "sghmc")
 
 
-def _model(data: MNISTData, prior, config: MNISTRunConfig) -> BayesianNeuralNetwork:
+def _model(data: MNISTData, prior, config: RunConfig, s) -> BayesianNeuralNetwork:
     torch.manual_seed(config.seed)
     features, classes = shape(data)
-    net = MLP(features, list(config.hidden), classes).to(config.device, data.x_train.dtype)
+    net = MLP(features, list(s["hidden"]), classes).to(config.device, data.x_train.dtype)
     return BayesianNeuralNetwork(net, prior, Categorical(len(data.y_train)))
 
 
-def _evaluate(model, guide, data: MNISTData, config: MNISTRunConfig, num_samples: int) -> dict:
-    return evaluate(model, guide, data.x_test, data.y_test, num_samples=num_samples, batch_size=_setting(config, "eval_batch_size"))
+def _evaluate(model, guide, data: MNISTData, s, num_samples: int) -> dict:
+    return evaluate(model, guide, data.x_test, data.y_test, num_samples=num_samples, batch_size=s["eval_batch_size"])
 
 
-def _train_and_evaluate(data: MNISTData, config: MNISTRunConfig, model, guide, **fit_kwargs) -> dict:
-    epochs = _setting(config, "epochs")
+def run(spec: MethodSpec, data: MNISTData, config: RunConfig) -> dict:
+    """Trains (or samples) ``spec`` on ``data``'s training images and evaluates it on the test set."""
+    if spec.is_sampler:
+        return _sample(spec, data, config)
+    s = config.settings(spec.defaults, DEFAULTS)
+    pyro.clear_param_store()
+    model = _model(data, spec.prior(s), config, s)
+    guide = spec.guide(model, s)
+    epochs = s["epochs"]
     fit(
-        model, guide, (data.x_train, data.y_train), epochs=epochs, batch_size=_setting(config, "batch_size"), lr=_setting(config, "lr"),
+        model, guide, (data.x_train, data.y_train), epochs=epochs, batch_size=s["batch_size"], lr=s["lr"],
         lr_schedule=decay_to_tenth(epochs),  # as in the UCI runners
-        device=config.device, seed=config.seed, progress=config.progress, **fit_kwargs,
+        device=config.device, seed=config.seed, progress=config.progress, **spec.fit_arguments(s, epochs),
     )
-    return _evaluate(model, guide, data, config, 1 if isinstance(guide, DeltaGuide) else config.num_samples)
+    return _evaluate(model, guide, data, s, 1 if predicts_with_one_sample(guide) else s["num_samples"])
 
 
-@register_mnist_method("map", "MAP estimate (Delta guide) under a N(0, 1) weight prior")
-def run_map(data: MNISTData, config: MNISTRunConfig) -> dict:
+def _sample(spec: MethodSpec, data: MNISTData, config: RunConfig) -> dict:
+    s = config.settings(spec.defaults, DEFAULTS)
     pyro.clear_param_store()
-    model = _model(data, NormalPrior(_setting(config, "prior_scale")), config)
-    return _train_and_evaluate(data, config, model, DeltaGuide(model))
-
-
-@register_mnist_method("mfvi", "mean-field Gaussian VI, N(0, 1) prior, closed-form KL, local reparameterization")
-def run_mfvi(data: MNISTData, config: MNISTRunConfig) -> dict:
-    pyro.clear_param_store()
-    model = _model(data, NormalPrior(_setting(config, "prior_scale")), config)
-    guide = MeanFieldNormalGuide(model, init_scale=_setting(config, "init_scale"))
-    return _train_and_evaluate(data, config, model, guide, objective=ClosedFormKL_ELBO(), estimator="local")
-
-
-@register_mnist_method("mfvi-mc", "mean-field Gaussian VI, N(0, 1) prior, Pyro Trace_ELBO (Monte Carlo KL), weight sampling")
-def run_mfvi_mc(data: MNISTData, config: MNISTRunConfig) -> dict:
-    pyro.clear_param_store()
-    model = _model(data, NormalPrior(_setting(config, "prior_scale")), config)
-    guide = MeanFieldNormalGuide(model, init_scale=_setting(config, "init_scale"))
-    return _train_and_evaluate(data, config, model, guide, objective=pyro.infer.Trace_ELBO())
-
-
-@register_mnist_method("sparse-vd", "sparse variational dropout: log-uniform prior on weights, additive parameterisation, local reparameterization")
-def run_sparse_vd(data: MNISTData, config: MNISTRunConfig) -> dict:
-    pyro.clear_param_store()
-    model = _model(data, LogUniformPrior(), config)
-    guide = SparseVariationalDropoutGuide(model)
-    warmup = LinearKLWarmup(0.0, max(_setting(config, "warmup_fraction") * _setting(config, "epochs"), 1e-3))
-    return _train_and_evaluate(data, config, model, guide, objective=ClosedFormKL_ELBO(), estimator="local", kl_schedule=warmup)
-
-
-def _sample(name: str, data: MNISTData, config: MNISTRunConfig) -> dict:
-    pyro.clear_param_store()
-    model = _model(data, NormalPrior(_setting(config, "prior_scale")), config)
-    lr = _setting(config, "sampler_lr_times_n")[name] / len(data.y_train) if config.lr is None else config.lr
-    sampler = SGHMC(model, lr=lr, momentum=_setting(config, "momentum")) if name == "sghmc" else SGLD(model, lr=lr)
-    batch_size = _setting(config, "batch_size")
-    steps = _setting(config, "epochs") * -(-len(data.y_train) // batch_size)
-    burn_in = int(_setting(config, "burn_in") * steps)
-    num_samples = max(1, min(config.num_samples, steps - burn_in))
+    model = _model(data, spec.prior(s), config, s)
+    lr = s.pick("sampler_lr_times_n", spec.sampler_family) / len(data.y_train) if config.lr is None else config.lr
+    sampler = spec.sampler(model, s, lr)
+    batch_size = s["batch_size"]
+    steps = s["epochs"] * -(-len(data.y_train) // batch_size)
+    burn_in = int(s["burn_in"] * steps)
+    num_samples = max(1, min(s["num_samples"], steps - burn_in))
     sink = InMemorySamples()
     sampler.run(
         (data.x_train, data.y_train), num_steps=steps, batch_size=batch_size, burn_in=burn_in,
         thin=max(1, (steps - burn_in) // num_samples), sink=sink, seed=config.seed, progress=config.progress,
     )
-    result = _evaluate(model, SampleGuide(sink.load(), device=config.device), data, config, len(sink))
+    result = _evaluate(model, SampleGuide(sink.load(), device=config.device), data, s, len(sink))
     result["samples"] = len(sink)
     return result
 
 
-@register_mnist_method("sgld", "SGLD on a N(0, 1) weight prior")
-def run_sgld(data: MNISTData, config: MNISTRunConfig) -> dict:
-    return _sample("sgld", data, config)
-
-
-@register_mnist_method("sghmc", "SGHMC (momentum 0.9) on a N(0, 1) weight prior")
-def run_sghmc(data: MNISTData, config: MNISTRunConfig) -> dict:
-    return _sample("sghmc", data, config)
+for _name in NAMES:
+    MNIST_REGISTRY.register_declaration(method(_name), run)

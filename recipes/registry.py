@@ -43,6 +43,17 @@ class MethodRegistry:
 
         return decorator
 
+    def register_declaration(self, spec, run: Callable, name: str = None, description: str = None) -> None:
+        """Registers ``run(spec, *protocol arguments)`` for a declaration of
+        :mod:`recipes.methods`, under ``name`` (default: the declaration's)."""
+        name = name or spec.name
+
+        def run_method(*args):
+            return run(spec, *args)
+
+        run_method.__name__ = "run_" + name.replace("-", "_")
+        self.register(name, description or spec.description)(run_method)
+
     def available(self) -> Dict[str, Method]:
         """All methods, after importing this protocol's method modules."""
         from recipes import load_methods

@@ -28,61 +28,56 @@ import pyro
 import torch
 
 from pyrozoo.data import UCISplit
-from pyrozoo.guides import RadialDirectionalGuide
 from pyrozoo.guides.base import param_key
-from pyrozoo.inference import ClosedFormKL_ELBO, LinearKLWarmup, default_optimizer, evaluate
-from pyrozoo.models import Gaussian, RadialDirectionalPrior
-from recipes.uci import UCIRunConfig, fit_split, register_uci_method, uci_model
+from pyrozoo.inference import default_optimizer, evaluate
+from pyrozoo.models import Gaussian
+from recipes.config import RunConfig, Settings
+from recipes.methods import method
+from recipes.uci import fit_split, register_uci_method, uci_model
 
-#: defaults (``config.epochs/batch_size/lr`` and ``config.extra`` override them)
+#: this protocol's schedule (``config.epochs/batch_size/lr`` and ``config.extra`` override it;
+#: the prior's and guide's settings are the ``rdp`` declaration's, :mod:`recipes.methods`)
 DEFAULTS = {
     "steps": 1200,  # Adam steps per split when ``epochs`` is not given
     "batch_size": None,  # None: 32, or 256 for 5000+ training points
     "lr": 3e-3,
-    "warmup_fraction": 0.1,
+    "num_samples": 100,
     "precision_prior": (1.0, 1.0),  # Gamma(concentration, rate) on the noise precision
-    "local_scale": 1.0,
-    "global_scale": 1.0,
-    "direction_epsilon": 0.5,
-    "init_direction_epsilon": 0.005,
-    "init_scale": 1e-3,
-    "grouping": "double",
-    "objective": "closed_form",  # or "trace" (Pyro's Trace_ELBO)
     "noise_lr_factor": 10.0,  # learning-rate multiplier of the noise precision's posterior
 }
 
+#: smoke runs (``config.quick``) train this many epochs at most
+QUICK_EPOCHS = 2
 
-def _setting(config: UCIRunConfig, key: str):
-    value = getattr(config, key, None) if key in ("batch_size", "lr") else None
-    return config.extra.get(key, DEFAULTS[key]) if value is None else value
+SPEC = method("rdp")
 
 
-def schedule(split: UCISplit, config: UCIRunConfig):
+def settings(config: RunConfig = None) -> Settings:
+    """The settings of a run (``config``: default settings when ``None``)."""
+    return (config or RunConfig()).settings(SPEC.defaults, DEFAULTS)
+
+
+def schedule(split: UCISplit, config: RunConfig):
     """``(epochs, batch_size)`` of a run (see the module docstring)."""
+    s = settings(config)
     n = len(split.y_train)
-    batch_size = _setting(config, "batch_size") or (256 if n >= 5000 else 32)
+    batch_size = s["batch_size"] or (256 if n >= 5000 else 32)
     batch_size = min(int(batch_size), n)
     if config.epochs is not None:
         epochs = int(config.epochs)
     else:
         steps_per_epoch = math.ceil(n / batch_size)
-        epochs = max(1, round(_setting(config, "steps") / steps_per_epoch))
+        epochs = max(1, round(s["steps"] / steps_per_epoch))
     if config.quick:
-        epochs = min(epochs, 2)
+        epochs = min(epochs, QUICK_EPOCHS)
     return epochs, batch_size
 
 
-def build(split: UCISplit, config: UCIRunConfig):
+def build(split: UCISplit, config: RunConfig):
     """The model and guide of one split."""
-    prior = RadialDirectionalPrior(
-        grouping=_setting(config, "grouping"),
-        local_scale=_setting(config, "local_scale"),
-        global_scale=_setting(config, "global_scale"),
-        direction_epsilon=_setting(config, "direction_epsilon"),
-    )
-    model = uci_model(split, prior, _setting(config, "precision_prior"), config)
-    guide = RadialDirectionalGuide(model, init_scale=_setting(config, "init_scale"), init_direction_epsilon=_setting(config, "init_direction_epsilon"))
-    return model, guide
+    s = settings(config)
+    model = uci_model(split, SPEC.prior(s), s["precision_prior"], config)
+    return model, SPEC.guide(model, s)
 
 
 def optimizer_factory(guide, lr: float, noise_factor: float):
@@ -104,15 +99,14 @@ def optimizer_factory(guide, lr: float, noise_factor: float):
     return make
 
 
-@register_uci_method("rdp", "radial-directional posteriors (Oh et al. 2020): vMF directions, half-Cauchy radii, double grouping")
-def run_rdp(split: UCISplit, config: UCIRunConfig) -> dict:
+@register_uci_method(SPEC.name, SPEC.description)
+def run_rdp(split: UCISplit, config: RunConfig) -> dict:
     pyro.clear_param_store()
+    s = settings(config)
     seed = config.seed + split.split
     torch.manual_seed(seed)
     model, guide = build(split, config)
     epochs, batch_size = schedule(split, config)
-    warmup = max(_setting(config, "warmup_fraction") * epochs, 1e-3)
-    objective = ClosedFormKL_ELBO() if _setting(config, "objective") == "closed_form" else pyro.infer.Trace_ELBO()
     history = fit_split(
         model,
         guide,
@@ -120,11 +114,10 @@ def run_rdp(split: UCISplit, config: UCIRunConfig) -> dict:
         config,
         epochs,
         batch_size=batch_size,
-        lr=_setting(config, "lr"),
-        optimizer=optimizer_factory(guide, float(_setting(config, "lr")), float(_setting(config, "noise_lr_factor"))),
-        objective=objective,
-        kl_schedule=LinearKLWarmup(0.0, warmup),
+        lr=s["lr"],
+        optimizer=optimizer_factory(guide, float(s["lr"]), float(s["noise_lr_factor"])),
+        **SPEC.fit_arguments(s, epochs),
     )
-    result = evaluate(model, guide, split.x_test, split.y_test, num_samples=config.num_samples, y_scale=split.y_std, y_shift=split.y_mean)
+    result = evaluate(model, guide, split.x_test, split.y_test, num_samples=s["num_samples"], y_scale=split.y_std, y_shift=split.y_mean)
     result.update({"epochs": epochs, "batch_size": batch_size, "final_loss": float(history.loss.iloc[-1]) if len(history) else math.nan})
     return result

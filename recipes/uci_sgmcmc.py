@@ -31,41 +31,31 @@ unscaled squared error).
 import csv
 import math
 from pathlib import Path
-from typing import Optional
 
 import pyro
-import pyro.distributions as dist
 
 from pyrozoo.data import UCISplit
 from pyrozoo.inference import evaluate
 from pyrozoo.inference.sample_storage import InMemorySamples, SampleGuide
-from pyrozoo.inference.sgmcmc import SGHMC, SGLD
-from pyrozoo.inference.sgmcmc_sa import StochasticApproximation
-from pyrozoo.inference.step_sizes import Geometric, PolynomialDecay
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Gaussian, NormalPrior
-from pyrozoo.models.spike_and_slab import SpikeAndSlabPrior
-from recipes.uci import UCIRunConfig, register_uci_method
+from pyrozoo.inference.step_sizes import Geometric
+from recipes.config import RunConfig, Settings
+from recipes.methods import MethodSpec, method
+from recipes.uci import UCI_REGISTRY, uci_model
 
-#: defaults (``config.epochs`` / ``batch_size`` / ``lr`` and ``config.extra`` override them)
+#: this protocol's schedule and likelihood (``config.epochs`` / ``batch_size`` / ``lr`` and
+#: ``config.extra`` override them; the SSGL prior's and the SA step's settings are the
+#: declarations', :data:`recipes.methods.SSGL_DEFAULTS`)
 DEFAULTS = {
     "epochs": 200,
     "batch_size": 50,
     "lr": {"sgld": 2e-5, "sghmc": 2e-6},  # on the N/n-scaled log-joint; SGHMC moves ~ lr / (1 - momentum)
-    "momentum": 0.9,
-    "burn_in": 0.5,
-    "prior_scale": 1.0,
+    "num_samples": 100,
     "precision_prior": (6.0, 6.0),
-    "v0": None,  # per dataset, see V0
-    "v1": 10.0,
-    "a": 1.0,
-    "b": 10.0,
-    "nu": 1.0,
-    "lam": 1.0,
-    "sigma": 1.0,
-    "bias_scale": 100.0,
-    "omega": (1.0, 0.7, 100.0),  # omega_k = scale * (offset + k)^-power
     "anneal": None,  # per method: 1 (none), or ANNEAL_RATE for the "a-" methods
 }
+
+#: smoke runs (``config.quick``) sample this many epochs at most
+QUICK_EPOCHS = 4
 
 #: the authors' annealing: tau_k = tau_0 * 1.003^k (per iteration, ``uci_run.py``)
 ANNEAL_RATE = 1.003
@@ -83,55 +73,42 @@ def _paper_settings() -> dict:
 PAPER_SETTINGS = _paper_settings()
 
 
-def _setting(config: UCIRunConfig, key: str, sampler: str = None):
-    value = getattr(config, key, None) if key in ("epochs", "batch_size", "lr") else None
-    if value is None:
-        value = config.extra.get(key, DEFAULTS[key])
-    if isinstance(value, dict):
-        value = value[sampler]
-    return value
+def settings(spec: MethodSpec, config: RunConfig = None, dataset: str = None) -> Settings:
+    """A run's settings: ``config`` over the declaration's defaults, the data set's ``v0`` of
+    the authors' table (0.1 elsewhere) and :data:`DEFAULTS`."""
+    paper = {"v0": PAPER_SETTINGS.get(dataset, (1.0, 0.1))[1]}
+    return (config or RunConfig()).settings(spec.defaults, paper, DEFAULTS)
 
 
-def _model(split: UCISplit, config: UCIRunConfig, latent: Optional[str]):
-    net = MLP(split.num_features, [split.n_hidden], 1).to(config.device, config.dtype)
-    n = len(split.y_train)
-    if latent is None:
-        a, b = _setting(config, "precision_prior")
-        return BayesianNeuralNetwork(net, NormalPrior(_setting(config, "prior_scale")), Gaussian(n, precision=dist.Gamma(float(a), float(b)))), []
-    v0 = _setting(config, "v0") or PAPER_SETTINGS.get(split.dataset, (1.0, 0.1))[1]
-    prior = SpikeAndSlabPrior(
-        v0, _setting(config, "v1"), sparse={"expose_parameters": ["weight"]}, gaussian_scale=_setting(config, "bias_scale"),
-        nu=_setting(config, "nu"), lam=_setting(config, "lam"), a=_setting(config, "a"), b=_setting(config, "b"),
-    )
-    # the noise precision is tied to 1 / sigma^2 by the SA step (Eq. 5); its prior here is irrelevant to the updates
-    nu, lam = _setting(config, "nu"), _setting(config, "lam")
-    model = BayesianNeuralNetwork(net, prior, Gaussian(n, precision=dist.Gamma(nu / 2, nu * lam / 2)))
-    prior.empirical_bayes(net, sigma=_setting(config, "sigma"), rho=0.5, delta=0.5)
-    scale, power, offset = _setting(config, "omega")
-    omega = PolynomialDecay(scale, power, offset=offset) if latent == "sa" else 1.0
-    return model, [StochasticApproximation(prior, omega)]
+def _model(spec: MethodSpec, split: UCISplit, config: RunConfig, s: Settings):
+    """The network under the declaration's prior, and the sampler's adaptations.
+
+    With SA, the likelihood is the paper's regression model, whose noise precision is tied to
+    1 / sigma^2 by the SA step (Eq. 5): its Gamma(nu / 2, nu lambda / 2) prior is irrelevant to
+    the updates."""
+    if spec.adaptations is None:
+        return uci_model(split, spec.prior(s), s["precision_prior"], config), []
+    nu, lam = s["nu"], s["lam"]
+    model = uci_model(split, spec.prior(s), (nu / 2, nu * lam / 2), config)
+    return model, spec.adaptations(model, s)
 
 
-def _run(sampler_name: str, latent: Optional[str], annealed: bool, split: UCISplit, config: UCIRunConfig) -> dict:
+def run(spec: MethodSpec, annealed: bool, split: UCISplit, config: RunConfig) -> dict:
+    """Samples ``spec`` on ``split`` and predicts with the thinned draws of the run's second half."""
+    s = settings(spec, config, split.dataset)
     pyro.clear_param_store()
     pyro.set_rng_seed(config.seed + split.split)
-    model, adaptations = _model(split, config, latent)
-    epochs = _setting(config, "epochs")
-    if config.quick:
-        epochs = min(epochs, 4)
-    batch_size = _setting(config, "batch_size")
+    model, adaptations = _model(spec, split, config, s)
+    epochs = min(s["epochs"], QUICK_EPOCHS) if config.quick else s["epochs"]
+    batch_size = s["batch_size"]
     steps = epochs * math.ceil(len(split.y_train) / batch_size)
-    anneal = _setting(config, "anneal")
+    anneal = s["anneal"]
     if anneal is None:
         anneal = ANNEAL_RATE if annealed else 1.0
     tau = Geometric(PAPER_SETTINGS.get(split.dataset, (1.0, 0.1))[0], anneal) if anneal != 1.0 else 1.0
-    lr = _setting(config, "lr", sampler_name)
-    if sampler_name == "sghmc":
-        sampler = SGHMC(model, lr=lr, momentum=_setting(config, "momentum"), inverse_temperature=tau, adaptations=adaptations)
-    else:
-        sampler = SGLD(model, lr=lr, inverse_temperature=tau, adaptations=adaptations)
-    burn_in = int(_setting(config, "burn_in") * steps)
-    num_samples = max(1, min(config.num_samples, steps - burn_in))
+    sampler = spec.sampler(model, s, s.pick("lr", spec.sampler_family), inverse_temperature=tau, adaptations=adaptations)
+    burn_in = int(s["burn_in"] * steps)
+    num_samples = max(1, min(s["num_samples"], steps - burn_in))
     sink = InMemorySamples()
     sampler.run(
         (split.x_train, split.y_train.unsqueeze(-1)), num_steps=steps, batch_size=batch_size, burn_in=burn_in,
@@ -143,35 +120,30 @@ def _run(sampler_name: str, latent: Optional[str], annealed: bool, split: UCISpl
     return result
 
 
-#: name: (sampler, latent variables: None = frozen prior, "sa" = SA steps omega_k, "em" = omega = 1, annealed)
+#: name: (declaration of :mod:`recipes.methods`, annealed)
 VARIANTS = {
-    "sgld": ("sgld", None, False),
-    "sghmc": ("sghmc", None, False),
-    "sgld-sa": ("sgld", "sa", False),
-    "sghmc-sa": ("sghmc", "sa", False),
-    "sghmc-em": ("sghmc", "em", False),
-    "a-sghmc": ("sghmc", None, True),
-    "a-sghmc-em": ("sghmc", "em", True),
-    "a-sghmc-sa": ("sghmc", "sa", True),
+    "sgld": ("sgld", False),
+    "sghmc": ("sghmc", False),
+    "sgld-sa": ("sgld-sa", False),
+    "sghmc-sa": ("sghmc-sa", False),
+    "sghmc-em": ("sghmc-em", False),
+    "a-sghmc": ("sghmc", True),
+    "a-sghmc-em": ("sghmc-em", True),
+    "a-sghmc-sa": ("sghmc-sa", True),
 }
 
 
-def _describe(sampler: str, latent: Optional[str], annealed: bool) -> str:
-    name = {"sgld": "SGLD", "sghmc": "SGHMC (Saatci-Wilson, momentum 0.9)"}[sampler]
-    if latent is None:
-        text = f"{name} on a N(0, 1) weight prior, noise precision sampled (Gamma(6, 6) prior)"
+def run_annealed(spec: MethodSpec, split: UCISplit, config: RunConfig) -> dict:
+    return run(spec, True, split, config)
+
+
+def run_plain(spec: MethodSpec, split: UCISplit, config: RunConfig) -> dict:
+    return run(spec, False, split, config)
+
+
+for _name, (_declaration, _annealed) in VARIANTS.items():
+    _spec = method(_declaration)
+    if _annealed:
+        UCI_REGISTRY.register_declaration(_spec, run_annealed, _name, _spec.description + f"; tau_k = tau_0 * {ANNEAL_RATE}^k")
     else:
-        text = f"{name}, SSGL prior on the weights, " + ("SA of rho, kappa, sigma, delta" if latent == "sa" else "EM (omega = 1) of rho, kappa, sigma, delta") + " (Deng et al. 2019)"
-    return text + (f"; tau_k = tau_0 * {ANNEAL_RATE}^k" if annealed else "")
-
-
-def _register(name: str, sampler: str, latent: Optional[str], annealed: bool):
-    def run(split: UCISplit, config: UCIRunConfig) -> dict:
-        return _run(sampler, latent, annealed, split, config)
-
-    run.__name__ = "run_" + name.replace("-", "_")
-    register_uci_method(name, _describe(sampler, latent, annealed))(run)
-
-
-for _name, _variant in VARIANTS.items():
-    _register(_name, *_variant)
+        UCI_REGISTRY.register_declaration(_spec, run_plain, _name)

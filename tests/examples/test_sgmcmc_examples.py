@@ -96,6 +96,8 @@ def test_classify_cnn_names_runs_and_curves_by_their_settings(tmp_path, monkeypa
     sys.modules.pop("classify_cnn", None)
     import classify_cnn
 
+    from recipes import cnn
+
     default = classify_cnn.parse_args(["--method", "sghmc"])
     other = classify_cnn.parse_args(["--method", "sghmc", "--tau", "500"])
     assert default.settings_tag == "" and other.settings_tag.startswith("_")
@@ -139,9 +141,11 @@ def test_classify_cnn_runs_with_an_absolute_burn_in_can_be_extended(monkeypatch)
     sys.modules.pop("classify_cnn", None)
     import classify_cnn
 
+    from recipes import cnn
+
     def settings(*argv):
         args = classify_cnn.parse_args(["--method", "sghmc-sa", "--dataset", "fashion", *argv])
-        return classify_cnn.run_dir_name("sghmc-sa", args), classify_cnn.burn_in_steps(args, 60)
+        return classify_cnn.run_dir_name("sghmc-sa", args), cnn.burn_in_steps(args, 60)
 
     short, longer = settings("--epochs", "10", "--burn-in-epochs", "4"), settings("--epochs", "50", "--burn-in-epochs", "4")
     assert short[0] == longer[0] and short[1] == longer[1] == 240

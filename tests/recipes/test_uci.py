@@ -3,15 +3,16 @@
 import pytest
 import torch
 
-from recipes.uci import UCIRunConfig, run_split
+from recipes.config import RunConfig
+from recipes.uci import run_split
 
 
 @pytest.mark.parametrize("method", ["map", "bbb"])
 def test_a_run_is_determined_by_its_seed(method, boston_split):
-    config = UCIRunConfig(epochs=2, batch_size=64, num_samples=5, progress=False, seed=3)
+    config = RunConfig(epochs=2, batch_size=64, num_samples=5, progress=False, seed=3)
     first = run_split(method, boston_split, config)
     torch.rand(1000)  # whatever the process drew in between (another run, a plot, ...)
     again = run_split(method, boston_split, config)
     assert (again["rmse"], again["test_ll"]) == (first["rmse"], first["test_ll"])
-    other = run_split(method, boston_split, UCIRunConfig(epochs=2, batch_size=64, num_samples=5, progress=False, seed=4))
+    other = run_split(method, boston_split, RunConfig(epochs=2, batch_size=64, num_samples=5, progress=False, seed=4))
     assert other["rmse"] != first["rmse"]

@@ -5,7 +5,8 @@ import math
 
 import pytest
 
-from recipes.uci import UCIRunConfig, available_methods, run_split
+from recipes.config import RunConfig
+from recipes.uci import available_methods, run_split
 
 METHODS = ["iwae", "renyi", "esbo"]
 
@@ -18,7 +19,7 @@ def test_methods_are_registered_and_labelled():
 
 @pytest.mark.parametrize("method", METHODS)
 def test_quick_run_reports_original_unit_metrics(method, boston_split):
-    result = run_split(method, boston_split, UCIRunConfig(quick=True, num_samples=10, extra={"num_particles": 4}))
+    result = run_split(method, boston_split, RunConfig(quick=True, num_samples=10, extra={"num_particles": 4}))
     assert math.isfinite(result["rmse"]) and math.isfinite(result["test_ll"])
     # a model that learnt something beats predicting the training mean, in the target's units (thousands of dollars)
     baseline = float((boston_split.to_original_units(boston_split.y_test) - boston_split.y_mean).square().mean().sqrt())
@@ -28,9 +29,9 @@ def test_quick_run_reports_original_unit_metrics(method, boston_split):
 
 def test_settings_reach_the_objective(boston_split):
     with pytest.raises(ValueError, match="ELBO"):
-        run_split("renyi", boston_split, UCIRunConfig(quick=True, extra={"alpha": 1.0}))
-    result = run_split("iwae", boston_split, UCIRunConfig(quick=True, epochs=3, num_samples=5, extra={"num_particles": 2, "n_hidden": 10}))
+        run_split("renyi", boston_split, RunConfig(quick=True, extra={"alpha": 1.0}))
+    result = run_split("iwae", boston_split, RunConfig(quick=True, epochs=3, num_samples=5, extra={"num_particles": 2, "n_hidden": 10}))
     assert result["steps"] == 3 and 1 <= result["train_ess"] <= 2 and 1 <= result["predict_ess"] <= 2
     with pytest.warns(UserWarning, match="subsampled"):
-        result = run_split("esbo", boston_split, UCIRunConfig(quick=True, epochs=2, batch_size=100, num_samples=5, extra={"num_particles": 2}))
+        result = run_split("esbo", boston_split, RunConfig(quick=True, epochs=2, batch_size=100, num_samples=5, extra={"num_particles": 2}))
     assert result["steps"] == 2 * math.ceil(len(boston_split.y_train) / 100)  # minibatches: N/S-scaled weights, as in Sagar's step 2

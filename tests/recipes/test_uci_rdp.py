@@ -5,13 +5,13 @@ import torch
 from pyrozoo.data import UCIDataset
 from pyrozoo.inference import ClosedFormKL_ELBO, collect_parameters
 from recipes.paths import default_data_dir
-from recipes.uci import UCIRunConfig
+from recipes.config import RunConfig
 from recipes.uci_rdp import build, optimizer_factory, schedule
 
 
 def test_schedule_and_noise_learning_rate():
     split = UCIDataset("yacht", default_data_dir()).split(0).to(dtype=torch.float32)
-    config = UCIRunConfig()
+    config = RunConfig()
     epochs, batch = schedule(split, config)
     assert batch == 32 and abs(epochs * -(-len(split.y_train) // batch) - 1200) <= 10
     model, guide = build(split, config)

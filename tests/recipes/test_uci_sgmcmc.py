@@ -6,7 +6,8 @@ import math
 import pytest
 import torch
 
-from recipes.uci import UCIRunConfig, available_methods, run_split
+from recipes.config import RunConfig
+from recipes.uci import available_methods, run_split
 
 METHODS = ["sgld", "sghmc", "sgld-sa", "sghmc-sa", "sghmc-em", "a-sghmc", "a-sghmc-em", "a-sghmc-sa"]
 
@@ -17,7 +18,7 @@ def test_methods_are_registered():
 
 @pytest.mark.parametrize("method", METHODS)
 def test_quick_run_reports_original_unit_metrics(method, boston_split):
-    result = run_split(method, boston_split, UCIRunConfig(quick=True, num_samples=10))
+    result = run_split(method, boston_split, RunConfig(quick=True, num_samples=10))
     assert math.isfinite(result["rmse"]) and math.isfinite(result["test_ll"])
     # a model that learnt something beats predicting the training mean, in the target's units (thousands of dollars)
     baseline = float((boston_split.to_original_units(boston_split.y_test) - boston_split.y_mean).square().mean().sqrt())
@@ -27,8 +28,8 @@ def test_quick_run_reports_original_unit_metrics(method, boston_split):
 
 def test_overrides_reach_the_sampler(boston_split):
     with pytest.raises(ValueError, match="step size"):
-        run_split("sgld", boston_split, UCIRunConfig(quick=True, lr=-1.0))
-    result = run_split("sghmc-sa", boston_split, UCIRunConfig(quick=True, num_samples=5, extra={"anneal": 1.003}, dtype=torch.float64))
+        run_split("sgld", boston_split, RunConfig(quick=True, lr=-1.0))
+    result = run_split("sghmc-sa", boston_split, RunConfig(quick=True, num_samples=5, extra={"anneal": 1.003}, dtype=torch.float64))
     assert math.isfinite(result["rmse"])
 
 
@@ -36,17 +37,17 @@ def test_overrides_reach_the_sampler(boston_split):
 def test_variants_reach_the_sampler(method, boston_split, monkeypatch):
     """EM steps every latent variable with omega = 1, SA with the decaying omega_k; the "a-"
     methods anneal tau from the authors' tau_0 by 1.003 per iteration, the others keep tau = 1."""
-    from recipes import uci_sgmcmc
+    from recipes import methods, uci_sgmcmc
 
     seen = {}
 
-    class Recording(uci_sgmcmc.SGHMC):
+    class Recording(methods.SGHMC):
         def __init__(self, model, **kwargs):
             seen.update(kwargs)
             super().__init__(model, **kwargs)
 
-    monkeypatch.setattr(uci_sgmcmc, "SGHMC", Recording)
-    run_split(method, boston_split, UCIRunConfig(quick=True, num_samples=2))
+    monkeypatch.setattr(methods, "SGHMC", Recording)  # the declarations build the sampler
+    run_split(method, boston_split, RunConfig(quick=True, num_samples=2))
     tau = seen["inverse_temperature"]
     if method.startswith("a-"):
         tau_0 = uci_sgmcmc.PAPER_SETTINGS["bostonHousing"][0]

@@ -5,7 +5,8 @@ import math
 
 import pytest
 
-from recipes.uci import UCIRunConfig, available_methods, run_split
+from recipes.config import RunConfig
+from recipes.uci import available_methods, run_split
 
 METHODS = ["mfvi-mc", "mfvi-cf", "dsivi", "sparse-vd"]
 
@@ -16,7 +17,7 @@ def test_methods_are_registered():
 
 @pytest.mark.parametrize("method", METHODS)
 def test_quick_run_beats_the_mean_predictor(method, boston_split):
-    result = run_split(method, boston_split, UCIRunConfig(epochs=10, batch_size=32, num_samples=10))
+    result = run_split(method, boston_split, RunConfig(epochs=10, batch_size=32, num_samples=10))
     assert math.isfinite(result["rmse"]) and math.isfinite(result["test_ll"])
     baseline = float((boston_split.to_original_units(boston_split.y_test) - boston_split.y_mean).square().mean().sqrt())
     assert 0 < result["rmse"] < baseline
