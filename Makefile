@@ -7,7 +7,7 @@ DATA_DIR ?=
 DATA_ARG := $(if $(DATA_DIR),--data-dir $(DATA_DIR),)
 PYTEST_ARGS ?= -q -n 2
 
-.PHONY: setup demo test test-all bench
+.PHONY: setup demo test test-all bench docs
 
 $(VENV)/.installed: pyproject.toml scripts/setup.sh
 	bash scripts/setup.sh $(VENV)
@@ -25,3 +25,12 @@ test-all: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(PYTHON) benchmarks/step_overhead.py
+
+# The documentation site (Sphinx, furo, MyST-NB; docs/conf.py) into docs/_build/html. Warnings
+# are errors: a broken reference or a public name without a docstring fails the build.
+$(VENV)/.docs-installed: $(VENV)/.installed pyproject.toml
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e ".[docs]"
+	touch $@
+
+docs: $(VENV)/.docs-installed
+	$(VENV)/bin/sphinx-build -W --keep-going -b html docs docs/_build/html

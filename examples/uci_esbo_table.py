@@ -29,11 +29,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from pyrozoo.data import UCI_DATASETS, UCIDataset, parse_splits
+from pyrozoo.data import UCIDataset, parse_splits
 from pyrozoo.reporting import mean_and_stderr, save_table, to_markdown
-from recipes.cli import add_common_arguments, device_from_args, name_list, non_negative_int, positive_int, run_main, split_spec
+from recipes.cli import add_common_arguments, check_uci_datasets, device_from_args, name_list, non_negative_int, positive_int, run_main, split_spec
 from recipes.sweep import read_results, sweep
-from recipes.uci import UCIRunConfig, published_baselines
+from recipes.config import RunConfig
+from recipes.uci import published_baselines
 from recipes.uci_importance_weighted import WITHDRAWN_TABLE as WITHDRAWN
 
 DATASETS = ["bostonHousing", "concrete", "energy", "protein-tertiary-structure", "wine-quality-red"]
@@ -66,7 +67,7 @@ def settings(dataset: str, args) -> tuple:
 
 
 def run_settings(dataset: str, args) -> dict:
-    """The :class:`~recipes.uci.UCIRunConfig` fields of ``dataset``'s runs (:func:`settings`)."""
+    """The :class:`~recipes.uci.RunConfig` fields of ``dataset``'s runs (:func:`settings`)."""
     epochs, batch_size = settings(dataset, args)
     return {"epochs": epochs, "batch_size": batch_size}
 
@@ -74,7 +75,10 @@ def run_settings(dataset: str, args) -> dict:
 def steps_of(dataset: str, method: str, args) -> int:
     epochs, batch_size = settings(dataset, args)
     if args.quick:
-        epochs = min(epochs, 5 if method == "mfvi" else 20)
+        from recipes import uci_importance_weighted as iw
+        from recipes import uci_vi
+
+        epochs = min(epochs, uci_vi.QUICK_EPOCHS if method == "mfvi" else iw.QUICK_EPOCHS)
     n_train = len(UCIDataset(dataset, args.data_dir).split(0).y_train)
     return epochs * math.ceil(n_train / min(batch_size, n_train))
 
@@ -85,7 +89,7 @@ def table(runs: pd.DataFrame, args) -> pd.DataFrame:
     ours["steps"] = [steps_of(d, m, args) for d, m in zip(ours.dataset, ours.method)]
     ours["method"] = [f"{m}: {LABELS.get(m, m)}" for m in ours.method]
     ours["source"] = "measured (this repository)"
-    published = published_baselines(args.data_dir)
+    published = published_baselines(args.data_dir, runs.dataset.unique())  # none for a user's own data sets
     published = published[published.dataset.isin(DATASETS)].assign(source=lambda d: "published: " + d.source)
     parts = [ours, withdrawn_numbers(), published]
     out = pd.concat([p.reindex(columns=COLUMNS) for p in parts], ignore_index=True)
@@ -96,11 +100,13 @@ def table(runs: pd.DataFrame, args) -> pd.DataFrame:
 
 def notes(runs: pd.DataFrame, args, runs_path: Path) -> str:
     from recipes import uci_importance_weighted as iw
-    from recipes import uci_vi
+    from recipes.config import RunConfig
+    from recipes.methods import method
 
-    d = iw.DEFAULTS
+    # what the runs used: the declarations' defaults under this protocol's
+    d = RunConfig().settings(method("renyi").defaults, iw.DEFAULTS)
     counts = []
-    for dataset in [x for x in DATASETS if x in set(runs.dataset)]:
+    for dataset in [x for x in dict.fromkeys([*DATASETS, *runs.dataset]) if x in set(runs.dataset)]:
         standard = UCIDataset(dataset, args.data_dir).n_splits
         got = runs[runs.dataset == dataset].groupby("method").split.nunique()
         counts.append(f"{dataset}: {int(got.min())}-{int(got.max())} of {standard} standard splits" if got.min() != got.max() else f"{dataset}: {int(got.min())} of {standard} standard splits")
@@ -115,7 +121,7 @@ def notes(runs: pd.DataFrame, args, runs_path: Path) -> str:
         f"decayed to a tenth), K = {d['num_particles']} importance samples per step for iwae/renyi/esbo (renyi alpha = {d['alpha']}), "
         f"mfvi 1 sample (local reparameterization). Model: one hidden layer of {d['n_hidden']} ReLU units for every data set "
         "(the paper's; the standard protocol, which mfvi keeps, uses 100 for protein), N(0, 1) prior on weights and biases, Gamma"
-        f"{tuple(d['precision_prior'])} prior on the noise precision, mean-field Gaussian posterior (initial scale {d['init_scale']}; esbo {iw.ESBO_DEFAULTS['init_scale']}; mfvi keeps its own default, {uci_vi.DEFAULTS['init_scale']}). "
+        f"{tuple(d['precision_prior'])} prior on the noise precision, mean-field Gaussian posterior (initial scale {d['init_scale']}; esbo {method('esbo').defaults['init_scale']}; mfvi keeps its own default, {method('mfvi').defaults['init_scale']}). "
         f"iwae and renyi predict with the importance-resampled q_K (Domke & Sheldon 2018, K proposals per draw); esbo and mfvi with q. "
         "Defaults tuned on split 0 of bostonHousing and concrete only. Full batches mean the importance-weighted bounds are exact "
         "(no minibatch bias)." + (" QUICK SMOKE RUN: not a result." if args.quick else ""),
@@ -129,7 +135,7 @@ def notes(runs: pd.DataFrame, args, runs_path: Path) -> str:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--splits", type=split_spec, default="0-19", help="split indices (protein is capped at its 5)")
-    parser.add_argument("--datasets", type=name_list, default=",".join(DATASETS))
+    parser.add_argument("--datasets", type=name_list, default=",".join(DATASETS), help="the paper's five by default; any folder in the UCI layout too (its name under --data-dir, or its path)")
     parser.add_argument("--methods", type=name_list, default=",".join(METHODS))
     parser.add_argument("--epochs", type=positive_int, default=None, help="full-batch steps for every method (default: uci_importance_weighted.DEFAULTS)")
     parser.add_argument("--protein-batch-size", type=non_negative_int, default=2048, help="protein minibatch size (0: full batch, ~0.6 s a step on one CPU core)")
@@ -139,9 +145,7 @@ def main(argv=None):
     add_common_arguments(parser)
     args = parser.parse_args(argv)
     datasets, methods = args.datasets, args.methods
-    unknown = [d for d in datasets if d not in UCI_DATASETS]
-    if unknown:
-        parser.error(f"argument --datasets: unknown data set(s) {unknown}; choose from {', '.join(UCI_DATASETS)}")
+    check_uci_datasets(parser, "--datasets", datasets, args.data_dir)
     if not args.no_run:
         from recipes.uci import available_methods
 
@@ -159,7 +163,7 @@ def main(argv=None):
     if not args.no_run:
         # split by split over every data set (protein is capped at its 5), resuming from --runs
         splits = parse_splits(args.splits, max(UCIDataset(d, args.data_dir).n_splits for d in datasets))
-        config = UCIRunConfig(device=device_from_args(args), seed=args.seed, quick=args.quick, progress=not args.no_progress)
+        config = RunConfig(device=device_from_args(args), seed=args.seed, quick=args.quick, progress=not args.no_progress)
         sweep(methods, datasets, splits, runs_path, config=config, settings=lambda dataset, method: run_settings(dataset, args), data_dir=args.data_dir)
     runs = read_results(runs_path, missing_ok=False)
     runs = runs[runs.method.isin(methods) & runs.dataset.isin(datasets)]

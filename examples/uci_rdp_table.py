@@ -30,7 +30,8 @@ PUBLISHED = ["VI", "PBP", "MC dropout (2016)", "MC dropout (grid search 2018)", 
 def comparison(runs: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:
     ours = mean_and_stderr(runs, ["dataset"], ["rmse", "test_ll"]).set_index("dataset")
     rows = []
-    for dataset in [d for d in UCI_DATASETS if d in ours.index]:
+    # the bundled sets in their order, then a user's own (which have no published columns)
+    for dataset in [d for d in UCI_DATASETS if d in ours.index] + [d for d in ours.index if d not in UCI_DATASETS]:
         o = ours.loc[dataset]
         row = {"dataset": dataset, "splits": int(o["n"]), "rdp_test_ll": format_mean_se(o["test_ll"], o["test_ll_se"]), "rdp_rmse": format_mean_se(o["rmse"], o["rmse_se"])}
         values = {}
@@ -53,7 +54,7 @@ def settings_note(datasets, data_dir=None) -> str:
     from pyrozoo.data import UCIDataset
     from recipes import uci_rdp
 
-    d = uci_rdp.DEFAULTS
+    d = uci_rdp.settings()
     # the paper's Adam steps per split (400 epochs of minibatches of 5) over ours
     ratios = {name: 400 * math.ceil(0.9 * len(UCIDataset(name, data_dir)) / 5) / d["steps"] for name in datasets}
     low, high = min(ratios, key=ratios.get), max(ratios, key=ratios.get)
@@ -98,7 +99,7 @@ def main(argv=None):
     runs = runs[runs.method == "rdp"]
     if runs.empty:
         raise SystemExit(f"no rdp runs in {runs_path}")
-    table = comparison(runs, published_baselines(args.data_dir))
+    table = comparison(runs, published_baselines(args.data_dir, runs.dataset.unique()))
     wins_vi = int(table["beats VI"].fillna(False).sum())
     wins_pbp = int(table["beats PBP"].fillna(False).sum())
     notes = "\n\n".join(

@@ -10,6 +10,13 @@ Examples::
     python examples/uci_regression.py --method bbb --dataset bostonHousing --splits 0-19
     python examples/uci_regression.py --method map,mfvi --dataset all --splits 0-4 --epochs 200
     python examples/uci_regression.py --quick          # smoke run used by the tests
+    python examples/uci_regression.py --method map --dataset mydata --data-dir ~/data   # ~/data/mydata in the UCI layout
+    python examples/uci_regression.py --method map --data table.csv --target y --splits-by kfold --n-splits 5
+
+Any folder in the standard UCI layout is a data set (``--dataset`` takes its name under
+``--data-dir`` or its path), and so is a CSV or Parquet table (``--data``, ``--target``;
+``--splits-by`` seed, kfold, column:<name> or files:<folder>). Published baselines appear only
+for the bundled data sets.
 
 Methods are registered in ``recipes/uci_*.py`` (``--list-methods``).
 """
@@ -20,18 +27,20 @@ from pathlib import Path
 
 import torch
 
+from pyrozoo import distributed
 from pyrozoo.data import UCI_DATASETS, UCIDataset, parse_splits
 from pyrozoo.reporting import save_table, to_markdown
-from recipes.cli import add_common_arguments, device_from_args, name_list, positive_float, positive_int, run_main, split_spec
+from recipes.cli import add_common_arguments, add_user_data_arguments, device_from_args, name_list, positive_float, positive_int, run_main, split_spec, user_data
 from recipes.sweep import sweep
-from recipes.uci import UCIRunConfig, available_methods, summarize
+from recipes.config import RunConfig
+from recipes.uci import available_methods, summarize
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--method", type=name_list, default="bbb", help="method name(s), comma-separated (see --list-methods)")
-    parser.add_argument("--dataset", type=name_list, default="bostonHousing", help=f"a data set, comma-separated list, or 'all' ({', '.join(UCI_DATASETS)})")
-    parser.add_argument("--splits", type=split_spec, default="0-19", help="split indices, e.g. 0-19, 0,3,5 or all")
+    parser.add_argument("--dataset", type=name_list, default=None, help=f"data set(s), comma-separated, or 'all' (default bostonHousing): bundled ({', '.join(UCI_DATASETS)}), or any folder in the UCI layout, by its name under --data-dir or its path")
+    parser.add_argument("--splits", type=split_spec, default=None, help="split indices, e.g. 0-19, 0,3,5 or all (default: all, 20 for the bundled sets)")
     parser.add_argument("--epochs", type=positive_int, default=None, help="training epochs (default: the method's own)")
     parser.add_argument("--batch-size", type=positive_int, default=None)
     parser.add_argument("--lr", type=positive_float, default=None)
@@ -41,6 +50,7 @@ def parse_args(argv=None):
     parser.add_argument("--resume", action="store_true", help="skip runs already in --out")
     parser.add_argument("--list-methods", action="store_true")
     add_common_arguments(parser)
+    add_user_data_arguments(parser, tasks=("regression",))
     return parser.parse_args(argv)
 
 
@@ -55,23 +65,28 @@ def main(argv=None):
     unknown = [m for m in requested if m not in methods]
     if unknown:
         sys.exit(f"unknown method(s) {unknown}; available: {', '.join(sorted(methods))}")
-    datasets = list(UCI_DATASETS) if args.dataset == ["all"] else args.dataset
-    for d in datasets:
-        if d not in UCI_DATASETS:
-            sys.exit(f"unknown dataset {d!r}; choose from {', '.join(UCI_DATASETS)} or 'all'")
+    table = user_data(args, tasks=("regression",))
+    if table is not None and args.dataset is not None:
+        raise ValueError("give --dataset or --data, not both")
+    # a name or path each (UCIDataset reads and checks them below), or the table of --data
+    datasets = [table] if table is not None else list(UCI_DATASETS) if args.dataset == ["all"] else args.dataset or ["bostonHousing"]
+    args.splits = args.splits or "all"
     if args.quick:
         datasets, args.splits = datasets[:1], "0"
     device = device_from_args(args)
+    if distributed.init_from_env(device):  # under torchrun: data-parallel training, one GPU per rank
+        device = distributed.rank_device(device)
     stem = "uci_" + "_".join(requested) + ("_quick" if args.quick else "")
     out = args.out or args.results_dir / f"{stem}.csv"
-    # every data set's splits are checked before the first run
+    # every data set is read and its splits checked before the first run
+    datasets = [UCIDataset(d, args.data_dir) if isinstance(d, str) else d for d in datasets]
     splits = {}
-    for name in datasets:
+    for dataset in datasets:
         try:
-            splits[name] = parse_splits(args.splits, UCIDataset(name, args.data_dir).n_splits)
+            splits[dataset.name] = parse_splits(args.splits, dataset.n_splits)
         except ValueError as e:
-            raise ValueError(f"--splits {args.splits}: {name}: {e}") from None
-    config = UCIRunConfig(
+            raise ValueError(f"--splits {args.splits}: {dataset.name}: {e}") from None
+    config = RunConfig(
         epochs=args.epochs, num_samples=args.num_samples, batch_size=args.batch_size, lr=args.lr,
         device=device, dtype=torch.float64 if args.float64 else torch.float32,
         seed=args.seed, quick=args.quick, progress=not args.no_progress,
@@ -79,7 +94,9 @@ def main(argv=None):
     # data sets outermost; ``out`` is rewritten after every run, so an interrupted sweep loses
     # nothing (--resume continues it; an unreadable --out is an error, not a result)
     results = sweep(requested, datasets, splits, out, config=config, data_dir=args.data_dir, resume=args.resume, splits_outermost=False)
-    results = results[results.dataset.isin(datasets) & results.method.isin(requested)]
+    if not distributed.is_main():
+        return 0  # every rank computed the same results: rank 0 reports them
+    results = results[results.dataset.isin([d.name for d in datasets]) & results.method.isin(requested)]
     summary = summarize(results, args.data_dir)
     notes = (
         "Rows labelled 'measured' were produced by `examples/uci_regression.py` "
@@ -87,6 +104,9 @@ def main(argv=None):
         "test log-likelihood per example in the original target units. Rows labelled '(published)' are "
         "copied from `uci/published_baselines.csv` with their sources."
     )
+    own = [d.describe() if hasattr(d, "describe") else f"{d.name}: the folder {d.folder} in the UCI layout" for d in datasets if d.name not in UCI_DATASETS]
+    if own:
+        notes += " Data without published baselines: " + "; ".join(own) + "."
     save_table(summary, stem + "_summary", args.results_dir, title=f"UCI regression: {', '.join(requested)}", notes=notes)
     print()
     print(to_markdown(summary))

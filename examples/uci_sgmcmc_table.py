@@ -41,9 +41,11 @@ from pyrozoo import atomic
 from pyrozoo.data import UCIDataset, parse_splits
 from pyrozoo.reporting import mean_and_stderr, save_figure, save_table, to_markdown
 from recipes import read_runs, uci_sgmcmc
-from recipes.cli import add_common_arguments, device_from_args, name_list, non_negative_int, positive_int, run_main, settings_digest, split_spec
+from recipes.cli import add_common_arguments, check_uci_datasets, device_from_args, name_list, non_negative_int, positive_int, run_main, settings_digest, split_spec
 from recipes.sweep import read_results, sweep
-from recipes.uci import UCIRunConfig, run_split
+from recipes.methods import method as declaration
+from recipes.config import RunConfig
+from recipes.uci import run_split
 
 DATASETS = ["bostonHousing", "yacht", "energy", "wine-quality-red", "concrete"]
 METHODS = ["sghmc", "a-sghmc", "sghmc-em", "a-sghmc-em", "sghmc-sa", "a-sghmc-sa"]
@@ -94,7 +96,7 @@ def tune(datasets, methods, args, path: Path) -> pd.DataFrame:
             for lr in args.grid:
                 if (dataset, method, lr) in done:
                     continue
-                config = UCIRunConfig(epochs=args.epochs, lr=lr, num_samples=NUM_SAMPLES, device=device, seed=args.seed, quick=args.quick)
+                config = RunConfig(epochs=args.epochs, lr=lr, num_samples=NUM_SAMPLES, device=device, seed=args.seed, quick=args.quick)
                 try:
                     result = run_split(method, split, config)
                 except FloatingPointError as e:  # the sampler's report of a diverged chain: this rate is out
@@ -130,7 +132,7 @@ def table(runs: pd.DataFrame, rates: pd.DataFrame) -> pd.DataFrame:
 
 
 def notes(out: pd.DataFrame, args, runs_path: Path) -> str:
-    d = uci_sgmcmc.DEFAULTS
+    d = uci_sgmcmc.settings(declaration("sghmc-sa"))
     scale, power, offset = d["omega"]
     best = out.loc[out.groupby("dataset").rmse.idxmin()]
     best_text = "; ".join(f"{r.dataset}: {r.method}" for r in best.itertuples())
@@ -177,7 +179,7 @@ def plot(out: pd.DataFrame, results_dir: Path, stem: str) -> Path:
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--splits", type=split_spec, default="0-19", help="standard split indices")
-    parser.add_argument("--datasets", type=name_list, default=",".join(DATASETS))
+    parser.add_argument("--datasets", type=name_list, default=",".join(DATASETS), help="the paper's five by default; any folder in the UCI layout too (its name under --data-dir, or its path; no published numbers)")
     parser.add_argument("--methods", type=name_list, default=",".join(METHODS))
     parser.add_argument("--lr-grid", default=LR_GRID, help="learning rates tried on the validation split, comma-separated")
     parser.add_argument("--tune-split", type=non_negative_int, default=0, help="the standard split whose training rows are divided for validation")
@@ -189,9 +191,10 @@ def parse_args(argv=None):
         args.grid = parse_grid(args.lr_grid)
     except ValueError as e:
         parser.error(str(e))
-    unknown = [m for m in args.methods if m not in uci_sgmcmc.VARIANTS] + [d for d in args.datasets if d not in DATASETS]
+    unknown = [m for m in args.methods if m not in uci_sgmcmc.VARIANTS]
     if unknown:
-        parser.error(f"unknown method(s) or data set(s) {unknown}; methods: {', '.join(uci_sgmcmc.VARIANTS)}; data sets: {', '.join(DATASETS)}")
+        parser.error(f"unknown method(s) {unknown}; methods: {', '.join(uci_sgmcmc.VARIANTS)}")
+    check_uci_datasets(parser, "--datasets", args.datasets, args.data_dir)
     if args.quick:
         args.datasets, args.splits, args.grid = args.datasets[:1], "0", args.grid[:2]
     return args
@@ -223,7 +226,7 @@ def main(argv=None):
         lr = {(r.dataset, r.method): r.lr for r in rates.itertuples()}
         # split by split over every data set, resuming from the runs file
         splits = parse_splits(args.splits, max(UCIDataset(d, args.data_dir).n_splits for d in args.datasets))
-        config = UCIRunConfig(epochs=args.epochs, num_samples=NUM_SAMPLES, device=device_from_args(args), seed=args.seed, quick=args.quick, progress=not args.no_progress)
+        config = RunConfig(epochs=args.epochs, num_samples=NUM_SAMPLES, device=device_from_args(args), seed=args.seed, quick=args.quick, progress=not args.no_progress)
         sweep(args.methods, args.datasets, splits, runs_path, config=config, settings=lambda dataset, method: {"lr": lr[dataset, method]}, data_dir=args.data_dir)
     runs = read_results(runs_path, missing_ok=False)
     runs = runs[runs.dataset.isin(args.datasets) & runs.method.isin(args.methods)]

@@ -39,12 +39,15 @@ def atomic_path(path: PathLike) -> Iterator[Path]:
 
 
 def write_text(path: PathLike, text: str) -> Path:
+    """Writes ``text`` to ``path`` atomically; returns ``path``."""
     with atomic_path(path) as tmp:
         tmp.write_text(text)
     return Path(path)
 
 
 def write_json(path: PathLike, obj, **kwargs) -> Path:
+    """Writes ``obj`` as JSON (``json.dumps(obj, **kwargs)``, indent 1 by default) to
+    ``path`` atomically; returns ``path``."""
     kwargs.setdefault("indent", 1)
     return write_text(path, json.dumps(obj, **kwargs))
 

@@ -19,6 +19,7 @@ Two kinds of value that a state holds are not plain data, and are encoded as tag
   attributes: it imports nothing and calls no constructor a file could choose.
 """
 
+import io
 import pickle
 from pathlib import Path
 from typing import Any, Dict, Optional, Union
@@ -150,14 +151,34 @@ def load_state(path: Union[str, Path], map_location=None) -> Any:
         ) from None
     except Exception as e:  # torch's readers fail on a torn or foreign file in many ways: all mean "not readable"
         raise ValueError(f"{path} is not a readable pyrozoo state file (truncated or corrupt: {_first_line(e)}); delete it to start afresh") from None
+    return _state_of(payload, path)
+
+
+def _state_of(payload, where) -> Any:
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-        raise ValueError(f"{path} is not a pyrozoo state file (written by another program or an older pyrozoo); delete it to start afresh")
+        raise ValueError(f"{where} is not a pyrozoo state file (written by another program or an older pyrozoo); delete it to start afresh")
     if payload.get("version") != VERSION:
-        raise ValueError(f"{path} has state format version {payload.get('version')!r}; this pyrozoo reads version {VERSION}")
+        raise ValueError(f"{where} has state format version {payload.get('version')!r}; this pyrozoo reads version {VERSION}")
     try:
         return decode(payload["state"])
     except (KeyError, TypeError, ValueError) as e:
-        raise ValueError(f"{path} holds a malformed state ({e})") from None
+        raise ValueError(f"{where} holds a malformed state ({e})") from None
+
+
+def state_to_bytes(state: Any) -> bytes:
+    """:func:`save_state`'s format in memory, e.g. to send a state to another process."""
+    buffer = io.BytesIO()
+    torch.save({"format": FORMAT, "version": VERSION, "state": encode(state)}, buffer)
+    return buffer.getvalue()
+
+
+def state_from_bytes(data: bytes, map_location="cpu") -> Any:
+    """Reads :func:`state_to_bytes`'s output as data (``weights_only``), never as code."""
+    try:
+        payload = torch.load(io.BytesIO(data), map_location=map_location, weights_only=True)
+    except Exception as e:
+        raise ValueError(f"received state is not readable as pyrozoo state data ({_first_line(e)})") from None
+    return _state_of(payload, "received state")
 
 
 def _first_line(error: Exception) -> str:
@@ -175,6 +196,7 @@ def save(obj, path: Union[str, Path]) -> Path:
     """Saves a fitted posterior to ``path`` as data (no pickled code), atomically.
 
     :param obj: one of
+
         * a guide, a model or any object with ``state_dict()`` (e.g. a fitted
           :class:`~pyrozoo.guides.MeanFieldNormalGuide`, a
           :class:`~pyrozoo.models.BayesianNeuralNetwork`, an SG-MCMC sampler's chain state);

@@ -252,3 +252,98 @@ def run_main(main) -> None:
             raise
         sys.exit(f"{Path(sys.argv[0]).name}: error: {e} (PYROZOO_TRACEBACK=1 shows where)")
     sys.exit(code if isinstance(code, int) else 0)
+
+
+# -- a user's own data ------------------------------------------------------------------------
+
+#: the suffixes ``--data`` reads: tables (pyrozoo.data.tables) and image arrays (pyrozoo.data.images)
+DATA_SUFFIXES = (".csv", ".csv.gz", ".csv.bz2", ".csv.xz", ".csv.zip", ".tsv", ".parquet", ".pq", ".npz")
+
+
+def data_file(value: str) -> Path:
+    """argparse type: an existing table (``.csv``, ``.csv.gz``, ``.tsv``, ``.parquet``) or
+    ``.npz`` of image arrays."""
+    path = existing_file(value)
+    if not path.name.lower().endswith(DATA_SUFFIXES):
+        raise OptionError(f"{value!r} is neither a table ({', '.join(s for s in DATA_SUFFIXES if s != '.npz')}) nor image arrays (.npz)")
+    return path
+
+
+def column_name(value: str) -> str:
+    """argparse type: the name of a table's column (not blank)."""
+    if not value.strip():
+        raise OptionError("a column name must not be blank")
+    return value
+
+
+def splits_by_spec(value: str) -> str:
+    """argparse type: how a table's rows are split: ``seed`` (random 90/10 splits), ``kfold``,
+    ``column:<name>`` (a column of ``train`` / ``test`` or fold numbers) or ``files:<folder>``
+    (``index_train_<k>.txt`` / ``index_test_<k>.txt`` there)."""
+    from pyrozoo.data.tables import parse_splits_by
+
+    try:
+        scheme, argument = parse_splits_by(value)
+    except ValueError as e:
+        raise OptionError(str(e)) from None
+    if scheme == "files" and not Path(argument).is_dir():
+        raise OptionError(f"split index folder {argument!r} is not an existing directory")
+    return value.strip()
+
+
+def add_user_data_arguments(parser: argparse.ArgumentParser, tasks=("regression", "classification")) -> argparse.ArgumentParser:
+    """``--data --target --task --features --splits-by --n-splits``: a user's table (or, where
+    ``classification`` is among ``tasks``, an ``.npz`` of images) instead of a bundled data set;
+    read by :func:`user_data`."""
+    group = parser.add_argument_group("your own data", "a table (CSV or Parquet) with a named target column, or an .npz of images (x, y, optionally x_test, y_test)")
+    group.add_argument("--data", type=data_file, default=None, help="a .csv / .tsv / .parquet table" + (" or an .npz of images" if "classification" in tasks else ""))
+    group.add_argument("--target", type=column_name, default=None, help="the table's target column (required with a table)")
+    group.add_argument("--task", choices=tasks, default=None, help=f"what the target is (default: {tasks[0]}; .npz images: classification)")
+    group.add_argument("--features", type=name_list, default=None, help="the feature columns, comma-separated (default: every other column)")
+    group.add_argument("--splits-by", type=splits_by_spec, default="seed", help="seed (random 90/10 splits by --seed), kfold, column:<name> (train/test or fold numbers) or files:<folder> (index_train_<k>.txt / index_test_<k>.txt)")
+    group.add_argument("--n-splits", type=positive_int, default=None, help="splits made by seed (default 20) or folds (default 10)")
+    return parser
+
+
+def user_data(args, tasks=("regression", "classification")):
+    """The data set :func:`add_user_data_arguments`'s options name, or ``None`` without
+    ``--data``: a :class:`~pyrozoo.data.RegressionTable` or :class:`~pyrozoo.data.ClassificationTable`
+    (a table), or the :class:`~pyrozoo.data.ClassificationSplit` of an ``.npz`` of images (the
+    ``--seed``-drawn 90/10 hold-out when it has no test arrays). ``ValueError`` (one line from
+    :func:`run_main`) for options that do not fit together or data that cannot work."""
+    from pyrozoo.data import load_image_arrays, load_table
+    from pyrozoo.data.tables import table_columns
+
+    table_options = {"--target": args.target, "--task": args.task, "--features": args.features, "--n-splits": args.n_splits}
+    if args.data is None:
+        given = [o for o, v in table_options.items() if v is not None] + (["--splits-by"] if args.splits_by != "seed" else [])
+        if given:
+            raise ValueError(f"{', '.join(given)} describe(s) the table of --data, which is not given")
+        return None
+    try:
+        if args.data.name.lower().endswith(".npz"):
+            if "classification" not in tasks:
+                raise ValueError(f"--data {args.data}: image arrays (.npz) are a classification data set; this script takes a {' or '.join(tasks)} table")
+            misplaced = [o for o, v in table_options.items() if v is not None and o != "--task"] + (["--splits-by"] if args.splits_by != "seed" else [])
+            if misplaced or args.task not in (None, "classification"):
+                raise ValueError(f"--data {args.data}: image arrays take no {', '.join(misplaced) or '--task ' + str(args.task)} (their labels are y, their test set x_test / y_test or a --seed-drawn 10%)")
+            return load_image_arrays(args.data, seed=args.seed)
+        if args.target is None:
+            raise ValueError(f"--data {args.data} needs --target, the column to predict; its columns are: {', '.join(table_columns(args.data))}")
+        task = args.task or tasks[0]
+        return load_table(args.data, args.target, task=task, features=args.features, splits_by=args.splits_by, n_splits=args.n_splits, seed=args.seed)
+    except ImportError as e:  # a Parquet table without pyarrow: the user's to install
+        raise ValueError(str(e)) from None
+
+
+def check_uci_datasets(parser: argparse.ArgumentParser, option: str, names, data_dir) -> None:
+    """Each of ``names`` is a data set in the UCI layout (:func:`pyrozoo.data.dataset_folder`): a
+    bundled one, a folder under ``data_dir`` (or its ``uci/``), or the path of one; else a usage
+    error naming ``option`` (exit status 2, before any work). The files are checked when read."""
+    from pyrozoo.data import dataset_folder
+
+    for name in names:
+        try:
+            dataset_folder(name, data_dir)
+        except (ValueError, FileNotFoundError) as e:
+            parser.error(f"argument {option}: {e}")

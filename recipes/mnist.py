@@ -11,13 +11,15 @@ beside the UCI methods. (The LeNet *compression* protocol, which evaluates prune
 is :mod:`recipes.lenet`.)
 """
 
-from dataclasses import dataclass, field
-from typing import Dict, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Dict, Optional, Tuple
 
 import torch
 
 from pyrozoo.data import load_mnist
+from pyrozoo.inference.diagnostics import collect_events, run_status
 from pyrozoo.utils import set_seed
+from recipes.config import RunConfig
 from recipes.paths import resolve_data_dir
 from recipes.registry import Method, MethodRegistry
 
@@ -43,21 +45,6 @@ def load_mnist_data(data_dir=None, train_size: Optional[int] = None, test_size: 
     return MNISTData(x_train[:train_size], y_train[:train_size], x_test[:test_size], y_test[:test_size])
 
 
-@dataclass
-class MNISTRunConfig:
-    """Settings passed to every method; ``None`` means the method's own default."""
-
-    epochs: Optional[int] = None
-    batch_size: Optional[int] = None
-    lr: Optional[float] = None
-    num_samples: int = 20
-    hidden: Sequence[int] = (100,)
-    device: torch.device = torch.device("cpu")
-    seed: int = 0
-    progress: bool = False
-    extra: dict = field(default_factory=dict)
-
-
 #: the MNIST protocol's methods: ``run(data, config) -> {"error", "test_ll", ...}``, in modules ``mnist_*.py``
 MNIST_REGISTRY = MethodRegistry("MNIST", "mnist_")
 MNIST_METHODS: Dict[str, Method] = MNIST_REGISTRY.methods
@@ -72,13 +59,19 @@ def available_methods() -> Dict[str, Method]:
     return MNIST_REGISTRY.available()
 
 
-def run_mnist(method: str, data: MNISTData, config: MNISTRunConfig) -> dict:
-    """Runs one method; adds ``train_seconds`` (wall clock of the whole run, evaluation included)."""
+def run_mnist(method: str, data: MNISTData, config: RunConfig) -> dict:
+    """Runs one method; adds ``train_seconds`` (wall clock of the whole run, evaluation included)
+    and ``status`` (``"ok"``, or what its training reported: :mod:`pyrozoo.inference.diagnostics`;
+    such a run is not a valid result)."""
     MNIST_REGISTRY.get(method)
     set_seed(config.seed)  # the network's initialisation too, as for UCI runs
-    return MNIST_REGISTRY.run_timed(method, data.to(config.device), config, required=("error", "test_ll"))
+    with collect_events() as events:
+        result = MNIST_REGISTRY.run_timed(method, data.to(config.device), config, required=("error", "test_ll"))
+    result["status"] = run_status(events)
+    return result
 
 
 def shape(data: MNISTData) -> Tuple[int, int]:
     """``(input features, classes)`` of the flattened images."""
-    return int(data.x_train[0].numel()), int(data.y_train.max()) + 1
+    # a class may be missing from a small data set's training part: count the test labels too
+    return int(data.x_train[0].numel()), max(int(data.y_train.max()), int(data.y_test.max())) + 1

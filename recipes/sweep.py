@@ -2,10 +2,12 @@
 (``uci_esbo_table.py``, ``uci_sgmcmc_table.py``): every method of the UCI protocol
 (:mod:`recipes.uci`) on every split of every data set, with resume semantics, writing one
 row per run to a CSV after every run. Its arguments are values (lists of names and split
-indices, a :class:`~recipes.uci.UCIRunConfig`, per-run settings), not command-line strings.
+indices, a :class:`~recipes.uci.RunConfig`, per-run settings), not command-line strings.
 """
 
 import dataclasses
+import math
+import time
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Optional, Union
 
@@ -14,12 +16,17 @@ import pyro
 
 from pyrozoo import atomic
 from pyrozoo.data import UCIDataset
+from pyrozoo.distributed import is_main
 from recipes import read_runs
 from recipes.paths import resolve_data_dir
-from recipes.uci import UCIRunConfig, available_methods, run_split
+from recipes.config import RunConfig
+from recipes.uci import available_methods, run_split
 
-#: columns of a per-run results CSV (one row per data set, method and split)
-RESULT_COLUMNS = ["dataset", "method", "split", "rmse", "test_ll", "train_seconds"]
+#: columns of a per-run results CSV (one row per data set, method and split); ``status`` is
+#: ``"ok"`` for a valid result, else what went wrong (``"diverged"``, ``"collapsed"``:
+#: :mod:`pyrozoo.inference.diagnostics`) — such a row is kept, so a resumed sweep does not
+#: rerun it, but summaries leave it out (:func:`pyrozoo.reporting.mean_and_stderr`)
+RESULT_COLUMNS = ["dataset", "method", "split", "rmse", "test_ll", "train_seconds", "status"]
 #: its numeric columns
 RESULT_NUMERIC = ["split", "rmse", "test_ll", "train_seconds"]
 
@@ -29,8 +36,34 @@ def _print_now(line: str) -> None:
 
 
 def read_results(path, missing_ok: bool = True) -> pd.DataFrame:
-    """A per-run results CSV (:data:`RESULT_COLUMNS`), checked (:func:`recipes.read_runs`)."""
-    return read_runs(path, RESULT_COLUMNS, numeric=RESULT_NUMERIC, missing_ok=missing_ok)
+    """A per-run results CSV (:data:`RESULT_COLUMNS`), checked (:func:`recipes.read_runs`).
+    A file written before runs had a ``status`` holds valid runs only (``"ok"``); a run that
+    is not ok may lack its scores, one that is ok may not."""
+    columns = [c for c in RESULT_COLUMNS if c != "status"]
+    table = read_runs(path, columns, required=["dataset", "method", "split"], numeric=RESULT_NUMERIC, missing_ok=missing_ok)
+    if "status" not in table:
+        table["status"] = "ok"
+    table["status"] = table["status"].fillna("ok")
+    problems = []
+    for i, row in table.iterrows():
+        needed = ["rmse", "test_ll", "train_seconds"] if row["status"] == "ok" else ["train_seconds"]
+        # row i of the table is line i + 2 of the file (line 1 is the header)
+        problems += [f"line {i + 2}: {c} is blank" for c in needed if pd.isna(row[c])]
+    if problems:
+        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+        raise ValueError(f"{path} has incomplete rows, not taken as results: {'; '.join(problems[:5])}{more}; move it aside, or delete the rows named, and run again")
+    return table[RESULT_COLUMNS + [c for c in table.columns if c not in RESULT_COLUMNS]]
+
+
+def _data_root(data_dir):
+    """The data root, or ``None`` when none is given or found (a data set given by its path
+    needs none; one given by name then fails in the loader, saying to pass one)."""
+    try:
+        return resolve_data_dir(data_dir)
+    except FileNotFoundError:
+        if data_dir is None:
+            return None
+        raise
 
 
 def sweep(
@@ -39,7 +72,7 @@ def sweep(
     splits: Union[Iterable[int], Mapping[str, Iterable[int]]],
     out: Union[str, Path],
     *,
-    config: Optional[UCIRunConfig] = None,
+    config: Optional[RunConfig] = None,
     settings: Optional[Callable[[str, str], dict]] = None,
     data_dir=None,
     resume: bool = True,
@@ -51,11 +84,13 @@ def sweep(
     interrupted sweep loses nothing.
 
     :param methods: registered UCI method names (:func:`available_methods`).
-    :param datasets: UCI data set names.
+    :param datasets: UCI data sets: names or paths of folders in the UCI layout
+        (:class:`~pyrozoo.data.UCIDataset`), or loaded data sets with ``name``, ``n_splits`` and
+        ``split(k)`` (e.g. a :class:`~pyrozoo.data.RegressionTable`).
     :param splits: split indices for every data set (an index a data set does not have is
         skipped for it, e.g. protein's 5 standard splits), or ``{dataset: indices}``.
     :param out: the per-run CSV.
-    :param config: the settings of every run (default :class:`UCIRunConfig()`).
+    :param config: the settings of every run (default :class:`RunConfig()`).
     :param settings: ``settings(dataset, method) -> {field: value}``, per-run changes of
         ``config`` (e.g. ``{"lr": 1e-5}``, ``{"epochs": 50, "batch_size": 2048}``).
     :param data_dir: the data root (default :func:`recipes.paths.default_data_dir`).
@@ -73,8 +108,11 @@ def sweep(
     unknown = [m for m in methods if m not in registered]
     if unknown:
         raise ValueError(f"unknown UCI method(s) {unknown}; available: {', '.join(sorted(registered))}")
-    root = resolve_data_dir(data_dir)
-    loaded = {name: UCIDataset(name, root) for name in datasets}
+    # a data set is given by the name or path of a folder in the UCI layout, or loaded (e.g. a
+    # pyrozoo.data.RegressionTable); the results know it by its ``name``
+    root = _data_root(data_dir) if any(isinstance(d, str) for d in datasets) else None
+    loaded = {(d if isinstance(d, str) else d.name): (UCIDataset(d, root) if isinstance(d, str) else d) for d in datasets}
+    datasets = list(loaded)
     if isinstance(splits, Mapping):
         chosen = {name: [int(i) for i in splits[name]] for name in datasets}
         for name, indices in chosen.items():
@@ -89,7 +127,7 @@ def sweep(
             raise ValueError(f"splits {bad} out of range 0..{largest - 1} (the most any of {datasets} has)")
         chosen = {name: [i for i in wanted if i < loaded[name].n_splits] for name in datasets}
     out = Path(out)
-    config = config if config is not None else UCIRunConfig()
+    config = config if config is not None else RunConfig()
     # an unreadable ``out`` is an error, not a result (nor silently overwritten): read before any run
     rows = read_results(out).to_dict("records") if resume else []
     done = {(r["dataset"], r["method"], int(r["split"])) for r in rows}
@@ -108,10 +146,20 @@ def sweep(
         split = loaded[dataset_name].split(split_index)
         for method in todo:
             run_config = dataclasses.replace(config, **settings(dataset_name, method)) if settings else config
-            result = run_split(method, split, run_config)
-            row = {"dataset": dataset_name, "method": method, "split": split_index, **{k: result[k] for k in ("rmse", "test_ll", "train_seconds")}}
+            t0, failure = time.perf_counter(), ""
+            try:
+                result = run_split(method, split, run_config)
+            except FloatingPointError as e:
+                # a chain or loss that went non-finite (pyrozoo.inference.diagnostics.DivergenceError):
+                # recorded as diverged, never as a result, and the sweep goes on
+                result = {"rmse": math.nan, "test_ll": math.nan, "train_seconds": time.perf_counter() - t0, "status": "diverged"}
+                failure = f" ({e})"
+            row = {"dataset": dataset_name, "method": method, "split": split_index, **{k: result[k] for k in ("rmse", "test_ll", "train_seconds")}, "status": result.get("status", "ok")}
             rows.append(row)
+            if not is_main():  # under torchrun every rank runs the sweep; rank 0 logs and writes
+                continue
             if log is not None:
-                log(f"{dataset_name:28s} {method:10s} split {split_index:2d}  rmse {row['rmse']:.4f}  test_ll {row['test_ll']:.4f}  ({row['train_seconds']:.1f} s)")
+                flag = "" if row["status"] == "ok" else f"  {row['status'].upper()}: not a valid result{failure}"
+                log(f"{dataset_name:28s} {method:10s} split {split_index:2d}  rmse {row['rmse']:.4f}  test_ll {row['test_ll']:.4f}  ({row['train_seconds']:.1f} s){flag}")
             atomic.write_csv(pd.DataFrame(rows, columns=RESULT_COLUMNS), out)
     return pd.DataFrame(rows, columns=RESULT_COLUMNS)

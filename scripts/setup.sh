@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Creates the virtual environment and installs pyrozoo with its test and plotting extras.
+# Creates the virtual environment and installs pyrozoo with its test, plotting and baselines extras.
 # Usage: scripts/setup.sh [VENV_DIR]
 #   TORCH_INDEX_URL=https://download.pytorch.org/whl/cu124 scripts/setup.sh   # a CUDA build of torch
 # Without TORCH_INDEX_URL, torch==2.13.0 is installed first (on CPU-only machines set up
@@ -19,6 +19,9 @@ if ! "$VENV/bin/python" -c "import torch" >/dev/null 2>&1; then
         "${PIP[@]}" "torch==2.13.0"
     fi
 fi
-"${PIP[@]}" -e ".[test,plots]"
+"${PIP[@]}" -e ".[test,plots,baselines]"
+# laplace-torch and two of its dependencies declare torchvision, which they do not use on this path: without
+# their dependencies (the baselines extra brings the rest), so pip pulls in neither torchvision nor another torch
+"${PIP[@]}" --no-deps "laplace-torch==0.3" "backpack-for-pytorch==1.7.1" "curvlinops-for-pytorch==3.0.1"
 touch "$VENV/.installed"
 echo "pyrozoo installed in $VENV ($("$VENV/bin/python" -c 'import torch, pyro; print("torch", torch.__version__, "pyro", pyro.__version__)'))"

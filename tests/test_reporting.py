@@ -125,3 +125,56 @@ def test_the_results_folder_is_an_argument(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="results_dir is required"):
         save_table(pd.DataFrame({"a": [1.0]}), "t", None)
     assert list(tmp_path.iterdir()) == []
+
+
+def _with_status(runs):
+    """The fixture's runs with a status per run: two diverged and one collapsed boston/bbb
+    split, and every wine/map run diverged."""
+    runs = runs.copy()
+    runs["status"] = "ok"
+    bbb = runs.index[(runs.dataset == "boston") & (runs.method == "bbb")]
+    runs.loc[bbb[:2], "status"] = "diverged"
+    runs.loc[bbb[2], "status"] = "collapsed"
+    runs.loc[(runs.dataset == "wine") & (runs.method == "map"), "status"] = "diverged"
+    runs.loc[bbb[:3], "rmse"] = 129.0  # what a diverged run reports: it must not reach a mean
+    return runs
+
+
+def test_mean_and_stderr_leaves_out_runs_that_are_not_ok(runs):
+    runs = _with_status(runs)
+    summary = mean_and_stderr(runs, ["dataset", "method"], ["rmse", "test_ll"])
+    assert list(summary.columns) == ["dataset", "method", "rmse", "rmse_se", "test_ll", "test_ll_se", "n", "excluded"]
+    assert len(summary) == 6  # a group whose runs were all excluded keeps its row
+    for row in summary.itertuples(index=False):
+        group = runs[(runs.dataset == row.dataset) & (runs.method == row.method)]
+        valid = group[group.status == "ok"]
+        assert row.n == len(valid) and row.excluded == len(group) - len(valid)
+        if len(valid) == 0:
+            assert math.isnan(row.rmse) and math.isnan(row.rmse_se)
+            continue
+        values = valid.rmse.to_numpy()
+        assert row.rmse == pytest.approx(values.mean(), rel=1e-12)
+        se = values.std(ddof=1) / math.sqrt(len(values)) if len(values) > 1 else math.nan
+        assert row.rmse_se == pytest.approx(se, rel=1e-12, nan_ok=True)
+    boston_bbb = summary[(summary.dataset == "boston") & (summary.method == "bbb")].iloc[0]
+    assert (boston_bbb.n, boston_bbb.excluded) == (2, 3) and boston_bbb.rmse < 129.0
+
+
+def test_a_blank_status_counts_as_ok():
+    """Rows written before the status column existed (blank after a concatenation) stay valid."""
+    runs = pd.DataFrame({"method": ["a", "a", "a"], "x": [1.0, 2.0, 50.0], "status": [None, "ok", "diverged"]})
+    summary = mean_and_stderr(runs, ["method"], ["x"]).set_index("method")
+    assert summary.loc["a", "x"] == 1.5 and summary.loc["a", "n"] == 2 and summary.loc["a", "excluded"] == 1
+
+
+def test_save_table_lists_runs_that_are_not_ok_with_their_status(tmp_path, runs):
+    runs = _with_status(runs)
+    path = save_table(runs, "uci", tmp_path, notes="Published numbers are labelled.")
+    back = pd.read_csv(path)
+    assert list(back.status) == list(runs.status)  # every run stays in the per-run table, marked
+    md = (tmp_path / "uci.md").read_text()
+    failed = runs[runs.status != "ok"]
+    assert f"{len(failed)} of {len(runs)} runs are not ok (diverged: {(failed.status == 'diverged').sum()}, collapsed: 1)" in md
+    assert md.rstrip().endswith("Published numbers are labelled.")
+    save_table(runs.assign(status="ok"), "clean", tmp_path)
+    assert "not ok" not in (tmp_path / "clean.md").read_text()

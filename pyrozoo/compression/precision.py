@@ -33,6 +33,8 @@ def significand_bits(variances: torch.Tensor, max_bits: int = FLOAT32_SIGNIFICAN
 
 
 def exponent_bits(max_magnitude: float) -> int:
+    """Exponent bits ``ceil(log2(max(log2 m, 1) + 1) + 1)`` for the largest magnitude ``m``
+    of a layer's posterior means (see the module's docstring)."""
     if not (max_magnitude >= 0 and math.isfinite(max_magnitude)):
         raise ValueError(f"max_magnitude must be finite and non-negative, got {max_magnitude}")
     return int(math.ceil(math.log2(max(math.log2(max(max_magnitude, 1e-300)), 1.0) + 1.0) + 1.0))
@@ -78,4 +80,5 @@ def compression_with_precision(kept: Dict[str, int], bits: Dict[str, int], expon
 
 
 def format_bits(bits: Sequence[int]) -> str:
+    """Significand bits per layer as the tables print them, e.g. ``"7-5-6"``."""
     return "-".join(str(b) for b in bits)

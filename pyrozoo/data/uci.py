@@ -5,6 +5,7 @@ and standard deviation, train, predict, and report test RMSE and test log-likeli
 example in the *original* target units (:meth:`UCISplit.to_original_units`).
 """
 
+import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -233,23 +234,83 @@ class UCISplit:
         return self.x_train.shape[1]
 
 
-class UCIDataset:
-    """A UCI regression data set in the layout ``<data root>/uci/<name>/`` (``data.txt``,
-    ``index_features.txt``, ``index_target.txt``, ``index_train_<i>.txt``, ...).
+#: the files of a data set folder in the standard layout, besides the split files
+#: ``index_train_<k>.txt`` / ``index_test_<k>.txt`` for ``k = 0 .. n_splits - 1``
+LAYOUT_FILES = ("data.txt", "index_features.txt", "index_target.txt", "n_splits.txt", "n_hidden.txt", "n_epochs.txt")
 
-    :param str name: folder name, one of :data:`UCI_DATASETS`.
+LAYOUT = (
+    "data.txt (one row of whitespace-separated numbers per line), index_features.txt (the feature columns, 0-based, one "
+    "per line), index_target.txt (the target column), n_splits.txt, n_hidden.txt, n_epochs.txt (one positive integer "
+    "each), and for each split k = 0 .. n_splits - 1 index_train_<k>.txt and index_test_<k>.txt (its rows of data.txt, "
+    "0-based, one per line)"
+)
+
+
+def _is_path(name: Union[str, Path]) -> bool:
+    """A data set given by its folder's path rather than by a name under the data root."""
+    text = str(name)
+    return isinstance(name, Path) or "/" in text or (os.sep in text) or text.startswith(("~", "."))
+
+
+def dataset_folder(name: Union[str, Path], data_dir: Optional[Union[str, Path]] = None) -> Path:
+    """The folder of data set ``name``: ``name`` itself when it is a path (a :class:`~pathlib.Path`,
+    or text with a path separator or starting with ``.`` or ``~``), else the folder ``<root>/<name>``
+    or ``<root>/uci/<name>`` under the data root (:func:`~pyrozoo.data.paths.resolve_data_dir` of
+    ``data_dir``). Any folder in the standard layout (:data:`LAYOUT_FILES`) is a data set, not
+    only the bundled :data:`UCI_DATASETS`.
+
+    :raises ValueError: for a name that is neither a folder under the root nor a bundled set.
+    :raises FileNotFoundError: for a path, or a bundled set's folder, that does not exist.
+    """
+    if _is_path(name):
+        folder = Path(name).expanduser()
+        if not folder.is_dir():
+            raise FileNotFoundError(f"data set folder {folder} does not exist")
+        return folder
+    root = resolve_data_dir(data_dir)
+    for folder in (root / name, root / "uci" / name):
+        if folder.is_dir():
+            return folder
+    if name in UCI_DATASETS:
+        raise FileNotFoundError(f"UCI data set folder {root / 'uci' / name} does not exist")
+    raise ValueError(
+        f"unknown UCI data set {name!r}: there is no folder {root / name} (nor {root / 'uci' / name}); a data set is a "
+        f"bundled one ({', '.join(UCI_DATASETS)}) or any folder in the standard layout, given by its path (e.g. ./{name}) "
+        "or by its name under the data directory"
+    )
+
+
+def _check_layout(folder: Path) -> None:
+    """Every file of the standard layout present in ``folder`` (split 0's included; the other
+    splits' files are checked when a split is read), else one error listing all that are missing."""
+    wanted = [*LAYOUT_FILES, "index_train_0.txt", "index_test_0.txt"]
+    missing = [folder / f for f in wanted if not (folder / f).is_file()]
+    if missing:
+        what = "holds none of the files of" if len(missing) == len(wanted) else "is not a complete data set in"
+        raise FileNotFoundError(
+            f"{folder} {what} the standard UCI layout: missing {', '.join(map(str, missing))}. The layout: {LAYOUT}. "
+            "A single table (CSV or Parquet) is read by pyrozoo.data.load_table instead"
+        )
+
+
+class UCIDataset:
+    """A regression data set in the standard UCI layout (Hernández-Lobato & Adams 2015):
+    a folder holding ``data.txt``, ``index_features.txt``, ``index_target.txt``,
+    ``index_train_<k>.txt`` / ``index_test_<k>.txt``, ``n_splits.txt``, ... (:data:`LAYOUT`).
+    The bundled sets (:data:`UCI_DATASETS`) and a user's own folders are read and checked alike.
+
+    :param name: a folder name under the data root (``<root>/<name>`` or ``<root>/uci/<name>``),
+        or the path of the folder itself (:func:`dataset_folder`); :attr:`name` is it as given.
     :param data_dir: the data root (containing ``uci/``) or the ``uci`` folder itself;
-        default ``$PYROZOO_DATA_DIR`` (:func:`pyrozoo.data.paths.resolve_data_dir`).
+        default ``$PYROZOO_DATA_DIR`` (:func:`pyrozoo.data.paths.resolve_data_dir`). Not used
+        for a path.
     """
 
-    def __init__(self, name: str, data_dir: Optional[Union[str, Path]] = None):
-        if name not in UCI_DATASETS:
-            raise ValueError(f"unknown UCI data set {name!r}; choose from {', '.join(UCI_DATASETS)}")
-        root = resolve_data_dir(data_dir)
-        folder = root / name if (root / name).is_dir() else root / "uci" / name
-        if not folder.is_dir():
-            raise FileNotFoundError(f"UCI data set folder {folder} does not exist")
-        self.name = name
+    def __init__(self, name: Union[str, Path], data_dir: Optional[Union[str, Path]] = None):
+        folder = dataset_folder(name, data_dir)
+        _check_layout(folder)
+        # the name as given, so that a path names its data set the same way in every results file
+        self.name = str(name)
         self.folder = folder
         data = _read_numbers(folder / "data.txt", line_end=True)
         ncol = data.shape[1]
@@ -302,6 +363,14 @@ class UCIDataset:
                 f"{test_path}:{len(test)}, leaving {missing.size} of data.txt's {n} rows in neither part, first "
                 f"row {int(missing[0])}; each row belongs to exactly one part (an index file cut short?)"
             )
+        return self.split_rows(train, test, k)
+
+    def split_rows(self, train: np.ndarray, test: np.ndarray, index: int) -> UCISplit:
+        """The split with training rows ``train`` and test rows ``test`` (row numbers of
+        ``data.txt``), standardised with the training rows' statistics and numbered ``index``
+        (:meth:`split` reads the standard splits' rows; :func:`pyrozoo.data.gap.gap_split`
+        chooses its own)."""
+        k = index
         x_train, y_train = self.x[train], self.y[train]
         x_test, y_test = self.x[test], self.y[test]
         x_mean, x_std = x_train.mean(0), x_train.std(0)

@@ -15,6 +15,10 @@ def check_finite(name: str, tensor: torch.Tensor) -> None:
 
 
 def check_same_length(**tensors: torch.Tensor) -> int:
+    """The common number of examples (first dimension) of the named tensors.
+
+    :raises ValueError: listing each name's length when they differ, or when there are none.
+    """
     lengths = {k: len(v) for k, v in tensors.items()}
     if len(set(lengths.values())) > 1:
         raise ValueError(f"inputs and targets have different numbers of examples: {lengths}")

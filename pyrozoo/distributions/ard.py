@@ -3,6 +3,7 @@
 import torch
 from pyro.distributions import TorchDistribution, constraints
 
+from pyrozoo.distributions.log_uniform import initial_placeholder
 from pyrozoo.distributions.util import check_shape
 
 
@@ -47,4 +48,10 @@ class ARDNormal(TorchDistribution):
         )
 
     def sample(self, sample_shape=torch.Size()):
-        raise NotImplementedError("the ARD prior depends on the posterior and cannot be sampled on its own")
+        placeholder = initial_placeholder(torch.Size(sample_shape) + self.batch_shape)
+        if placeholder is not None:  # an initialisation strategy learning the site's shape
+            return placeholder
+        raise NotImplementedError(
+            "the ARD prior depends on the posterior and cannot be sampled on its own: to predict, pass a fitted guide or "
+            "posterior samples (Predictive(model, guide=guide, ...) or Predictive(model, posterior_samples=...))"
+        )

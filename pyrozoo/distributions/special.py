@@ -705,6 +705,7 @@ def bessel_iv_ratio(nu: TensorLike, x: TensorLike, method: str = "exact") -> tor
         functions, relative error :math:`\approx 1.4 \cdot 10^{-5} (100/d)^2` for :math:`d \gtrsim 10`
         (up to about 7% at :math:`d = 2` and 2.5% at :math:`d = 3`), differentiated by autograd
         through the bound formulas.
+
     Differentiable in ``x`` (``"exact"``: by :func:`bessel_iv_ratio_derivative`, relative error below
     :math:`2 \cdot 10^{-12}` in float64 for :math:`\nu \ge 1`, :math:`x \le 10^6`). Where the ratio is
     close to 1 (:math:`x \gg \nu`), :func:`bessel_iv_ratio_complement` gives :math:`1 - R_\nu` accurately.

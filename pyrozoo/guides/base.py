@@ -27,7 +27,7 @@ from pyro.distributions.transforms import biject_to
 from pyro.infer.autoguide import AutoGuide
 from pyro.infer.autoguide.initialization import InitMessenger, init_to_median
 
-from pyrozoo.distributions import LogScaleNormal
+from pyrozoo.distributions import ARDNormal, LogScaleNormal, LogUniformImproper, SSGLExpectedLogDensity
 from pyrozoo.models.priors import INIT_VALUE_KEY
 
 
@@ -102,14 +102,59 @@ def check_names(owner: str, name: str, value, *, optional: bool = False) -> Opti
     return names
 
 
+#: distributions with a log-density but no ``sample``: improper priors and unnormalised
+#: log-densities (the EM expectation of the spike-and-slab prior)
+UNSAMPLEABLE = (LogUniformImproper, ARDNormal, SSGLExpectedLogDensity, dist.ImproperUniform)
+
+#: half-width of the box in unconstrained space where an unsampleable site without a network
+#: value starts (Pyro's ``init_to_uniform`` uses the same radius)
+UNSAMPLEABLE_INIT_RADIUS = 2.0
+
+
+def cannot_be_sampled(fn) -> bool:
+    """Whether the distribution ``fn`` (under any ``Independent``/``Expanded``/``Masked``
+    wrappers) is one of :data:`UNSAMPLEABLE`, decided without drawing (so the random streams
+    stay as they were)."""
+    while hasattr(fn, "base_dist"):
+        fn = fn.base_dist
+    return isinstance(fn, UNSAMPLEABLE)
+
+
+def _init_uniform_unconstrained(site: dict) -> torch.Tensor:
+    # A prior that cannot be sampled has no median to start from; like Pyro's init_to_uniform,
+    # start uniformly in (-2, 2) on the unconstrained scale (away from the log-uniform's pole at 0
+    # with probability 1). The shape comes from the distribution, as drawing is not possible.
+    fn = site["fn"]
+    transform = biject_to(fn.support)
+    shape = fn.batch_shape + fn.event_shape
+    like = site["infer"].get(INIT_VALUE_KEY)
+    dtype = torch.get_default_dtype() if like is None else like.dtype
+    unconstrained_shape = transform.inverse_shape(shape)
+    u = (torch.rand(unconstrained_shape, dtype=dtype) * 2 - 1) * UNSAMPLEABLE_INIT_RADIUS
+    return transform(u)
+
+
 def init_to_network(site: dict, fallback: Callable = init_to_median) -> torch.Tensor:
     """Initial value of a site: the network's own parameter value where the model gave one
     (``site["infer"]["pyrozoo_init_value"]``, set by :class:`~pyrozoo.models.priors.Prior`),
-    else ``fallback(site)`` (the prior median by default)."""
+    else ``fallback(site)`` (the prior median by default); for a site whose prior cannot be
+    sampled (:func:`cannot_be_sampled`, e.g. a log-uniform weight of a plain Pyro model) a
+    uniform draw in ``(-2, 2)`` on the unconstrained scale instead, as it has no median."""
     value = site["infer"].get(INIT_VALUE_KEY)
     if value is not None:
         return value.detach().clone()
+    if cannot_be_sampled(site["fn"]):
+        return _init_uniform_unconstrained(site)
     return fallback(site)
+
+
+class _InitUnsampleable(InitMessenger):
+    """``InitMessenger`` for the sites whose prior cannot be sampled only: every other site is
+    drawn as without it, so a model with proper priors consumes the same random numbers."""
+
+    def _pyro_sample(self, msg):
+        if msg["value"] is None and cannot_be_sampled(msg["fn"]):
+            super()._pyro_sample(msg)
 
 
 def param_key(name: str) -> str:
@@ -178,14 +223,32 @@ class SitewiseGuide(AutoGuide):
 
     # -- construction -------------------------------------------------------------------
     def _setup_prototype(self, *args, **kwargs):
-        super()._setup_prototype(*args, **kwargs)
+        # Improper priors (log-uniform, ARD) cannot be sampled: those sites alone are traced at
+        # their initial values (others are drawn, as Pyro's AutoGuide draws them).
+        (model,) = self._model
+        self._model = (_InitUnsampleable(self.init_loc_fn)(model),)
+        try:
+            super()._setup_prototype(*args, **kwargs)
+        finally:
+            self._model = (model,)
+        # every pairing is checked before any parameter exists: a refused guide stays unset
+        try:
+            transforms = {
+                name: (self._check_site(name, site["fn"]), _bijection(type(self).__name__, name, site["fn"].support))[1]
+                for name, site in self.prototype_trace.iter_stochastic_nodes()
+                if name not in self._hide
+            }
+        except Exception:
+            self.prototype_trace = None
+            raise
         self._sites = {}
         for name, site in self.prototype_trace.iter_stochastic_nodes():
             if name in self._hide:
                 continue
             fn = site["fn"]
-            transform = biject_to(fn.support)
-            init = torch.as_tensor(self.init_loc_fn(site)).to(site["value"])
+            transform = transforms[name]
+            # (a site that cannot be sampled was traced at init_loc_fn's value already: drawn once)
+            init = site["value"] if cannot_be_sampled(fn) else torch.as_tensor(self.init_loc_fn(site)).to(site["value"])
             if init.shape != site["value"].shape:
                 init = init.expand(site["value"].shape)
             unconstrained = transform.inv(init).detach()
@@ -214,15 +277,20 @@ class SitewiseGuide(AutoGuide):
     @contextmanager
     def _model_at_init_values(self):
         """Within it the guide's model runs at ``init_loc_fn``'s values instead of sampling its
-        priors, as Pyro's ``AutoNormal`` traces it: for models with improper priors (log-uniform,
-        ARD), which cannot be sampled. The wrapped model is only used inside: the objective must
-        still see ``self.model is model``."""
+        priors, as Pyro's ``AutoNormal`` traces it (the set-up alone already does so for the
+        sites whose prior cannot be sampled; this covers every site, so that a hierarchical
+        prior's children see their parents' initial values). The wrapped model is only used
+        inside: the objective must still see ``self.model is model``."""
         (model,) = self._model
         self._model = (InitMessenger(self.init_loc_fn)(model),)
         try:
             yield
         finally:
             self._model = (model,)
+
+    def _check_site(self, name: str, fn) -> None:
+        """Raises when this guide cannot be paired with the prior ``fn`` of site ``name``
+        (subclasses refuse what their family cannot fit; the base class accepts everything)."""
 
     def _init_site(self, info: SiteInfo, unconstrained_init: torch.Tensor) -> None:
         raise NotImplementedError
@@ -277,6 +345,31 @@ class SitewiseGuide(AutoGuide):
         if self.prototype_trace is None or self.model is not model or self._has_plates:
             return None
         return self._sites.keys()
+
+
+def _bijection(owner: str, name: str, support):
+    """``biject_to(support)``, or an error that names the guide to use where there is none."""
+    try:
+        return biject_to(support)
+    except NotImplementedError:
+        if _base_constraint(support) is constraints.sphere:
+            raise ValueError(
+                f"{owner} cannot cover site {name!r}: it lies on the unit sphere, which no bijection maps to "
+                f"unconstrained space, where {owner} puts its parameters. Use RadialDirectionalGuide: von Mises-Fisher "
+                "posteriors on the sphere sites, log-normal ones on the radii and mean-field Normals on the real sites "
+                "(the mean-field guide of RadialDirectionalPrior)"
+            ) from None
+        if support.is_discrete:
+            raise ValueError(
+                f"{owner} cannot cover site {name!r}: it is discrete ({support}) and the guide's family is continuous. If "
+                "it is the model's observation, the guide was set up on a call without the data (y=None): set it up on "
+                "a call with them (fit it first, or call guide(x, y) once); otherwise hide it (hide=[...]) and "
+                "marginalise it out of the model"
+            ) from None
+        raise ValueError(
+            f"{owner} cannot cover site {name!r}: its support {support} has no bijection from unconstrained space "
+            "(torch.distributions.biject_to); hide it (hide=[...]) and cover it with a guide made for it"
+        ) from None
 
 
 def _periodic_repeat(tensor: torch.Tensor, size: int, dim: int) -> torch.Tensor:

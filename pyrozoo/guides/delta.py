@@ -6,6 +6,7 @@ import pyro.distributions as dist
 from torch import nn
 
 from pyrozoo.guides.base import SitewiseGuide, init_to_network
+from pyrozoo.models.dropout_priors import check_point_estimate
 
 
 class DeltaGuide(SitewiseGuide):
@@ -14,11 +15,20 @@ class DeltaGuide(SitewiseGuide):
     With :class:`~pyrozoo.inference.ClosedFormKL_ELBO` (or Pyro's ``Trace_ELBO``) the loss
     is ``-log p(D | w) - log p(w)`` at the point ``w``, optimised in the site's
     unconstrained space and mapped back to its support.
+
+    Priors under which MAP does not exist are refused when the guide is set up (its first
+    call), with the guide to use instead: the log-uniform prior of
+    :class:`~pyrozoo.models.LogUniformPrior` and of
+    :class:`~pyrozoo.models.GroupNormalJeffreysPrior`'s group scales, and the ARD prior
+    (:func:`~pyrozoo.models.dropout_priors.check_point_estimate`).
     """
 
     def __init__(self, model, *, init_loc_fn: Callable = init_to_network, hide=(), create_plates=None):
         super().__init__(model, init_loc_fn=init_loc_fn, hide=hide, create_plates=create_plates)
         self.locs = nn.ParameterDict()
+
+    def _check_site(self, name, fn):
+        check_point_estimate(type(self).__name__, name, fn)
 
     def _init_site(self, info, unconstrained_init):
         self.locs[info.key] = nn.Parameter(unconstrained_init)

@@ -18,6 +18,16 @@ class MeanFieldNormalGuide(SitewiseGuide):
     with ``max_scale`` it is clipped from above, which keeps early training from drowning
     the signal in weight noise (Graves 2011; Blundell et al. 2015).
 
+    Sites on the unit sphere (the directions of
+    :class:`~pyrozoo.models.RadialDirectionalPrior`) are refused when the guide is set up,
+    naming :class:`~pyrozoo.guides.RadialDirectionalGuide`: no bijection maps the sphere to
+    R^d, and a Normal projected onto it has no density to score against the prior: Pyro's
+    ``ProjectedNormal`` (unit covariance) has one for dimensions 2 to 4 only, a mean-field
+    (diagonal) one none in closed form, while a direction has a layer's fan-in as its
+    dimension. Against the log-uniform prior of :class:`~pyrozoo.models.LogUniformPrior`,
+    ``N(loc, scale^2)`` is Sparse VD's additive parameterisation and the registered KL applies
+    (``log alpha = 2 log scale - log loc^2``).
+
     :param model: the Pyro model.
     :param init_loc_fn: ``site -> initial value``; by default the network's own parameter
         values (so the guide starts at the network's initialisation) or the prior median.

@@ -17,8 +17,15 @@ from pyrozoo.inference.pruning import MagnitudePruning
 from pyrozoo.inference.posterior_averaging import StepSizeWeightedAverage, ensemble_probs
 from pyrozoo.inference.sample_storage import DiskSamples, InMemorySamples, SampleGuide
 from pyrozoo.inference.uncertainty import classification_uncertainty, regression_uncertainty, uncertainty
+from pyrozoo.inference.diagnostics import DivergenceError, DivergenceWarning, PriorCollapseWarning, RunWarning, WeightCollapseWarning, collect_events
 
 __all__ = [
+    "RunWarning",
+    "DivergenceWarning",
+    "WeightCollapseWarning",
+    "PriorCollapseWarning",
+    "DivergenceError",
+    "collect_events",
     "ClosedFormKL_ELBO",
     "KLSchedule",
     "ConstantKL",

@@ -48,6 +48,7 @@ import torch
 from pyro import poutine
 from pyro.distributions.util import is_identically_zero, scale_and_mask
 from pyro.infer.renyi_elbo import RenyiELBO
+from pyro.poutine.messenger import Messenger
 from pyro.poutine.util import site_is_subsample
 from pyro.util import warn_if_nan
 
@@ -86,21 +87,33 @@ def _sum_to_particles(lp: torch.Tensor, num_particles: int, nesting: int, vector
     return lp.reshape(-1).expand(num_particles) if lp.numel() == 1 else lp.reshape(num_particles)
 
 
-def _refuse_semi_implicit(guide_trace) -> None:
-    """Reweighted wake-sleep evaluates ``log q`` at detached draws; a semi-implicit guide's
-    surrogate density needs the mixing draw psi0 of the very tensor it sampled, which the
-    detached copy no longer is (its estimate would silently drop psi0)."""
-    for name, site in guide_trace.nodes.items():
-        if site["type"] == "sample":
-            _refuse_semi_implicit_site(name, site["fn"])
-
-
 def _refuse_semi_implicit_site(name, fn) -> None:
+    """Reweighted wake-sleep evaluates ``log q`` at values it maps (detached or re-wrapped); a
+    semi-implicit guide's surrogate density needs the mixing draw psi0 of the very tensor it
+    sampled, which the mapped value no longer is (its estimate would silently drop psi0)."""
     if find_semi_implicit(fn) is not None:
         raise NotImplementedError(
-            f"guide site {name!r} is semi-implicit: reweighted wake-sleep needs log q at detached samples, which a "
+            f"guide site {name!r} is semi-implicit: reweighted wake-sleep needs log q at copies of its draws, which a "
             "semi-implicit guide cannot give without its mixing draw; use DSIVI_ELBO or ImportanceWeighted_ELBO"
         )
+
+
+class _TreatValues(Messenger):
+    """Maps each latent value a guide draws through ``treat`` (see
+    :meth:`_ImportanceWeights.traced`) before the trace records it and the guide uses it."""
+
+    def __init__(self, treat, particle, nesting):
+        super().__init__()
+        self.treat, self.particle, self.nesting = treat, particle, nesting
+
+    def _pyro_post_sample(self, msg):
+        if msg["is_observed"] or site_is_subsample(msg):
+            return
+        fn = msg["fn"]
+        _refuse_semi_implicit_site(msg["name"], fn)
+        # vectorised particles: the particle plate is the leftmost of the nesting batch dims
+        dim = None if self.nesting is None else msg["value"].dim() - fn.event_dim - self.nesting
+        msg["value"] = self.treat(msg["name"], fn, msg["value"], particle=self.particle, particle_dim=dim)
 
 
 class _ImportanceWeights:
@@ -133,12 +146,17 @@ class _ImportanceWeights:
         if active_handlers().weight_noise is not None:
             raise ValueError(
                 "importance weights need one global weight sample per particle; local "
-                "reparameterization / flipout sample per-example weights and do not apply here"
+                "reparameterization / flipout sample per-example weights and do not apply here: evaluate the "
+                "objective outside local_reparameterization() / flipout() (with fit: estimator=None)"
             )
 
-    def direct(self, model, guide, num_particles, args, kwargs, detach_samples=False):
+    def direct(self, model, guide, num_particles, args, kwargs, treat_values=None):
         """``(values, log_joint, log_q)`` with ``(K, ...)`` values per site and ``(K,)``
-        log-densities, or ``None`` when the direct path does not apply."""
+        log-densities, or ``None`` when the direct path does not apply.
+
+        ``treat_values(name, fn, value, particle=None, particle_dim=0)``, where given, maps
+        each guide draw to the value the densities are evaluated at (reweighted wake-sleep
+        shapes its gradient there); guides with a score-function term take the traced path."""
         if active_handlers().count or getattr(model, "log_likelihood_particles", None) is None:
             return None
         call = direct_arguments(model, guide, args, kwargs)
@@ -154,14 +172,13 @@ class _ImportanceWeights:
         K = num_particles
         values, log_q, log_p = {}, 0.0, 0.0
         posteriors = [(name, prior, guide.posterior(name)) for name, prior in sites]
-        if not detach_samples and any(_may_have_score_function(q) for _, _, q in posteriors):
-            return None  # the traced path refuses guides that are not fully reparameterized
+        if any(_may_have_score_function(q) for _, _, q in posteriors):
+            return None  # the traced path refuses (or, with treat_values, handles) them
         for name, prior, q in posteriors:
-            if detach_samples:
-                _refuse_semi_implicit_site(name, q)
             value = q.rsample((K,))
-            if detach_samples:
-                value = value.detach()
+            if treat_values is not None:
+                _refuse_semi_implicit_site(name, q)
+                value = treat_values(name, q, value, particle_dim=0)
             values[name] = value
             with semi_implicit_role("guide"):
                 log_q = log_q + q.log_prob(value).reshape(K, -1).sum(-1)
@@ -170,10 +187,13 @@ class _ImportanceWeights:
         log_lik = model.log_likelihood_particles(values, x, y, subsample)
         return values, log_p + log_lik, log_q
 
-    def traced(self, model, guide, args, kwargs, detach_samples=False):
+    def traced(self, model, guide, args, kwargs, treat_values=None):
         """``(guide traces, log_joint, log_q)`` from Pyro traces, with ``(K,)`` log-densities.
-        With ``detach_samples`` the guide's values are detached before the model is replayed
-        on them (reweighted wake-sleep), so only ``log q``'s parameters carry gradients."""
+        With ``treat_values`` (see :meth:`direct`; ``particle`` is the particle's index on the
+        sequential path, ``particle_dim`` the particle dim of the value on the vectorised one)
+        each guide value is mapped as the guide draws it, so later guide sites, the guide's
+        densities and the model all see the mapped value; guides with a score-function term
+        are then left to the caller."""
         self._check_stack()
         obj = self.objective
         K = obj.num_particles
@@ -185,11 +205,12 @@ class _ImportanceWeights:
         # plate dims right of the particle plate are summed; the particle dim is kept
         nesting = obj.max_plate_nesting - 1 if vectorized else 0
         log_joint, log_q, guide_traces = [], [], []
-        for _ in range(1 if vectorized else K):
-            guide_trace = poutine.trace(guide).get_trace(*args, **kwargs)
-            if detach_samples:
-                _refuse_semi_implicit(guide_trace)
-                guide_trace.detach_()
+        for k in range(1 if vectorized else K):
+            if treat_values is None:
+                guide_trace = poutine.trace(guide).get_trace(*args, **kwargs)
+            else:
+                with _TreatValues(treat_values, None if vectorized else k, obj.max_plate_nesting if vectorized else None):
+                    guide_trace = poutine.trace(guide).get_trace(*args, **kwargs)
             model_trace = poutine.trace(poutine.replay(model, trace=guide_trace)).get_trace(*args, **kwargs)
             lj, lq = 0.0, 0.0
             # explicit roles: a semi-implicit guide must be evaluated with the psi0 of its own
@@ -212,7 +233,7 @@ class _ImportanceWeights:
                     if site["type"] != "sample" or site_is_subsample(site):
                         continue
                     fn = site["fn"]
-                    if not detach_samples and (not fn.has_rsample or not is_identically_zero(fn.score_parts(site["value"]).score_function)):
+                    if treat_values is None and (not fn.has_rsample or not is_identically_zero(fn.score_parts(site["value"]).score_function)):
                         raise NotImplementedError(
                             f"guide site {site['name']!r} is not fully reparameterized; the importance-weighted "
                             "bounds here need reparameterized guides"
@@ -250,6 +271,10 @@ class Renyi_ELBO(DifferentiableLossELBO, RenyiELBO):
     :ivar dict diagnostics: ``ess``, ``max_weight``, ``log_weight_var`` of the last evaluation
         (see :func:`weight_diagnostics`; importance weights :math:`\propto e^{\ell_k}`, whatever α).
     """
+
+    #: the estimators :func:`~pyrozoo.inference.fit` may evaluate it under: none that draws
+    #: weights per example (each particle's weight needs one global draw of every latent)
+    accepted_estimators = (None,)
 
     def __init__(self, alpha: float = 0.0, num_particles: int = 2, max_plate_nesting=float("inf"), vectorize_particles: bool = False, **kwargs):
         if alpha == 1:

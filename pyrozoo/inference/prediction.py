@@ -4,7 +4,7 @@ import math
 import operator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import pyro
 import torch
@@ -34,6 +34,9 @@ class PredictiveRecord:
     pit: Optional[torch.Tensor] = None
     probs: Optional[torch.Tensor] = None
     labels: Optional[torch.Tensor] = None
+    #: ``x -> (S, n, ...)`` network outputs of the same posterior at other inputs (a guide's
+    #: fresh draws, a sampler's same samples), for out-of-distribution and shift analyses
+    outputs_at: Optional[Callable[[torch.Tensor], torch.Tensor]] = None
 
 
 _RECORDERS: List[list] = []
@@ -74,13 +77,13 @@ def _latent_names(model, x) -> list:
 def _init_to_sample_or_network(site):
     """A prior sample, or the network's own value where the prior is improper and cannot be
     sampled (log-uniform, ARD): ``Predictive`` runs the model once unconditioned to learn
-    its sites' shapes. Sites the guide covers are then overwritten by its draws."""
-    try:
-        return init_to_sample(site)
-    except NotImplementedError:
-        from pyrozoo.guides.base import init_to_network
+    its sites' shapes. Sites the guide covers are then overwritten by its draws (and sites it
+    does not cover are refused for such priors, see :func:`check_posterior_matches_model`)."""
+    from pyrozoo.guides.base import cannot_be_sampled, init_to_network
 
+    if cannot_be_sampled(site["fn"]):
         return init_to_network(site, fallback=init_to_sample)
+    return init_to_sample(site)
 
 
 @torch.no_grad()
@@ -163,15 +166,29 @@ def evaluate(model, guide, x: torch.Tensor, y: torch.Tensor, num_samples: int = 
     output = check_posterior_matches_model(model, guide, x, samples=samples)
     if isinstance(likelihood, Categorical) and torch.is_tensor(output) and output.dim() >= 1:
         likelihood.check_labels(y, output.shape[-1])
-    samples = _posterior_samples(model, guide, x, num_samples, batch_size, samples)
-    f = samples["_RETURN"]
-    latents = _likelihood_latents(model, samples, x)
+    draws = _posterior_samples(model, guide, x, num_samples, batch_size, samples)
+
+    def outputs_at(x_other):
+        return _posterior_samples(model, guide, x_other, num_samples, batch_size, samples)["_RETURN"]
+
+    return evaluate_outputs(likelihood, draws["_RETURN"], y, _likelihood_latents(model, draws, x), y_scale, y_shift, outputs_at=outputs_at)
+
+
+@torch.no_grad()
+def evaluate_outputs(likelihood, f: torch.Tensor, y: torch.Tensor, latents: Optional[dict] = None, y_scale: float = 1.0, y_shift: float = 0.0, *, outputs_at: Optional[Callable[[torch.Tensor], torch.Tensor]] = None) -> Dict[str, float]:
+    """:func:`evaluate`'s metrics (and, inside :func:`record_predictive`, its record) from
+    network outputs ``f`` of shape ``(S, n, ...)`` under ``S`` posterior draws and the
+    likelihood's latent draws ``latents`` (e.g. ``{"precision": (S,)}``), so that a
+    predictive from outside Pyro (``pyrozoo.baselines``) is scored by the same code.
+    ``outputs_at`` (optional, recorded): ``x -> (S, n, ...)`` outputs of the same posterior
+    at other inputs."""
+    latents = latents or {}
     log_pred = likelihood.log_predictive(f, y, latents)
     if isinstance(likelihood, Gaussian):
         mean = likelihood.aggregate(f, latents).mean
         y_col = likelihood.check_obs(mean, y)
         if _RECORDERS:
-            _record(PredictiveRecord("regression", pit=likelihood.predictive_cdf(f, y_col, latents).detach().cpu()))
+            _record(PredictiveRecord("regression", pit=likelihood.predictive_cdf(f, y_col, latents).detach().cpu(), outputs_at=outputs_at))
         return {
             "rmse": metrics.rmse(mean * y_scale + y_shift, y_col * y_scale + y_shift),
             # the Jacobian of the standardisation, once per scalar target of an example
@@ -181,7 +198,7 @@ def evaluate(model, guide, x: torch.Tensor, y: torch.Tensor, num_samples: int = 
         probs = likelihood.aggregate(f, latents).mean
         acc = metrics.accuracy(probs, y)
         if _RECORDERS:
-            _record(PredictiveRecord("classification", probs=probs.detach().cpu(), labels=y.detach().cpu()))
+            _record(PredictiveRecord("classification", probs=probs.detach().cpu(), labels=y.detach().cpu(), outputs_at=outputs_at))
         return {"accuracy": acc, "error": 100.0 * (1.0 - acc), "test_ll": float(log_pred.mean()), "ece": metrics.expected_calibration_error(probs, y)}
     return {"test_ll": float(log_pred.mean())}
 
@@ -321,6 +338,35 @@ def _check_point_estimates(model) -> None:
             )
 
 
+def _check_unsampleable_sites_covered(model_sites: dict, values: dict, source: Optional[str]) -> None:
+    """Prediction draws every latent site the posterior does not provide from its prior:
+    refused for priors that cannot be sampled (the improper log-uniform, ARD), where
+    ``Predictive`` would otherwise silently use the network's own values at those sites.
+    ``source``: what provides ``values`` (``None``: no guide and no samples)."""
+    from pyrozoo.guides.base import cannot_be_sampled
+
+    improper = [
+        f"{name!r} ({type(_innermost(site['fn'])).__name__})"
+        for name, site in model_sites.items()
+        if not site["is_observed"] and name not in values and cannot_be_sampled(site["fn"])
+    ]
+    if not improper:
+        return
+    what = "no guide and no samples were given" if source is None else f"{source} does not provide them"
+    raise ValueError(
+        f"the prior of {', '.join(improper)} is improper (or defined only through a KL) and cannot be sampled, and "
+        f"{what}, so the prediction would have to draw them from it: pass the guide fitted to the model, covering "
+        "those sites (predict(model, guide, x); pyro.infer.Predictive(model, guide=guide, ...)), or posterior "
+        "samples of them (samples=...; Predictive(model, posterior_samples=...))"
+    )
+
+
+def _innermost(fn):
+    while hasattr(fn, "base_dist"):
+        fn = fn.base_dist
+    return fn
+
+
 @torch.no_grad()
 def check_posterior_matches_model(model, guide, x: torch.Tensor, *, samples: Optional[Dict[str, torch.Tensor]] = None):
     """Raises ``ValueError`` when the posterior does not belong to ``model``: a guide (or
@@ -333,7 +379,9 @@ def check_posterior_matches_model(model, guide, x: torch.Tensor, *, samples: Opt
     (a stored sample is read, not drawn), and every latent site is compared: one the guide
     samples that the model lacks, a value whose shape is not the model site's (batch +
     event shape; compared for global sites, whose shape does not depend on ``x``), and, for
-    pyrozoo's site-wise guides, a model site the guide neither covers nor hides. The random
+    pyrozoo's site-wise guides, a model site the guide neither covers nor hides; and a site
+    whose prior cannot be sampled (the improper log-uniform, ARD) that no guide or samples
+    provide, as prediction would have to draw it from that prior. The random
     streams and the modules' state are left as they were.
 
     :returns: the model's output on those rows (its last dimension is a classifier's
@@ -395,4 +443,7 @@ def check_posterior_matches_model(model, guide, x: torch.Tensor, *, samples: Opt
                 f"the model samples latent site(s) {missing} that {source} does not cover: {advice} "
                 f"(a site left to the prior on purpose belongs in the guide's hide=[...])"
             )
+    if guide is None or samples is not None or isinstance(guide, SampleGuide) or getattr(guide, "prototype_trace", True) is not None:
+        # (a guide not set up yet covers the model's sites by construction, see above)
+        _check_unsampleable_sites_covered(model_sites, values, None if guide is None and samples is None else source)
     return model_trace.nodes["_RETURN"]["value"]

@@ -45,10 +45,13 @@ from pyro.poutine.util import site_is_subsample
 
 from pyrozoo.data.batching import TensorBatches
 from pyrozoo.data.validation import check_finite
+from pyrozoo.distributed import resolve as resolve_parallel
 from pyrozoo.guides.base import init_to_network
+from pyrozoo.inference.diagnostics import RunMonitor, add_figures, prediction_errors, row_figures, with_events
 from pyrozoo.inference.loop import EpochLoop
-from pyrozoo.inference.sample_storage import SampleSink
+from pyrozoo.inference.sample_storage import DiskSamples, SampleSink
 from pyrozoo.inference.step_sizes import ScheduleLike, as_schedule, checked_value
+from pyrozoo.models.dropout_priors import check_samplable
 from pyrozoo.utils import set_seed
 
 Values = Dict[str, torch.Tensor]
@@ -164,6 +167,9 @@ class StochasticGradientMCMC:
         self._sites: Optional[List[_LatentSite]] = None
         self._conditioned = set()
         self._validated = False
+        self._errors = None  # the last step's prediction errors (pyrozoo.inference.diagnostics)
+        self._parallel = None  # a data-parallel run's ranks (set by run), and this rank's part size
+        self._part_size = None
 
     # -- setup -----------------------------------------------------------------------------
     @property
@@ -192,6 +198,7 @@ class StochasticGradientMCMC:
                     "continuous latent variables only (for the spike-and-slab prior, use its empirical-Bayes "
                     "form: SpikeAndSlabPrior.empirical_bayes(...))"
                 )
+            check_samplable(type(self).__name__, name, fn)  # improper posteriors: refused, naming the fix
             value = site["value"]
             check_finite(f"initial value of site {name!r}", value)
             sites.append(_LatentSite(name, value, fn.support))
@@ -286,15 +293,29 @@ class StochasticGradientMCMC:
         params = [s.unconstrained for s in self._sites]
         grads = torch.autograd.grad(log_joint, params, allow_unused=True)
         grads = [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
+        if self._parallel is not None:
+            self._part_size = len(args[0])
+            self._parallel.average_(grads, self._part_size)
         with torch.no_grad():
             self._transition(params, grads, lr, tau)
             for a in self.adaptations:
                 a.update(self, trace, k)
         self.num_steps = k
+        self._errors = prediction_errors(trace)  # the run's divergence check reads them (no host synchronisation)
         return log_joint.detach()
 
     def _transition(self, params: List[torch.Tensor], grads: List[torch.Tensor], lr: float, tau: float) -> None:
         raise NotImplementedError
+
+    def average_over_ranks(self, statistic: torch.Tensor) -> torch.Tensor:
+        """A minibatch estimate of this step (e.g. SA's residual sum of squares) averaged over
+        the ranks of a data-parallel run with the gradients' weights, so that an adaptation's
+        state stays the one-process state on every rank; ``statistic`` itself otherwise."""
+        if self._parallel is None or self._part_size is None:
+            return statistic
+        out = statistic.detach().clone()
+        self._parallel.average_([out], self._part_size)
+        return out
 
     # -- checkpoints -----------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -335,6 +356,7 @@ class StochasticGradientMCMC:
         progress: bool = True,
         log_every: Optional[int] = None,
         callback: Optional[Callable[[int, dict], Optional[bool]]] = None,
+        distributed=None,
     ) -> pd.DataFrame:
         """Runs the chain over minibatches for ``epochs`` passes or ``num_steps`` iterations.
 
@@ -353,8 +375,18 @@ class StochasticGradientMCMC:
         :param log_every: iterations between history rows (default: one row per epoch);
             a row reads the device once.
         :param callback: ``f(epoch, row) -> stop?`` after each epoch's history row.
+        :param distributed: several processes (:func:`pyrozoo.distributed.resolve`): by default
+            one chain, data-parallel, when a process group of more than one process is
+            initialised (averaged gradients, the same injected noise on every rank: the
+            one-process chain; a disk sink records on rank 0 only);
+            :class:`~pyrozoo.distributed.IndependentChains` for one chain per rank;
+            ``False`` for one process regardless.
         :returns: history (``epoch, steps, log_joint, lr, inverse_temperature,
-            seconds`` and the adaptations' scalars).
+            seconds`` and the adaptations' scalars), with ``attrs["events"]`` and
+            ``attrs["status"]``: a diverging chain (its negative log-joint, or its mean
+            predictions of real-valued observations, blowing up: the rules of
+            :mod:`pyrozoo.inference.diagnostics`) warns with ``DivergenceWarning``; a
+            non-finite log-joint or value raises ``DivergenceError``.
         """
         if (epochs is None) == (num_steps is None):
             raise ValueError("give exactly one of epochs and num_steps")
@@ -366,9 +398,20 @@ class StochasticGradientMCMC:
         for name, v in (("burn_in", burn_in), ("thin", thin), ("checkpoint_every", checkpoint_every)):
             if not isinstance(v, int) or v < (0 if name == "burn_in" else 1):
                 raise ValueError(f"{name} must be an int >= {0 if name == 'burn_in' else 1}, got {v!r}")
+        parallel = resolve_parallel(distributed, chains=True)
+        if parallel is not None and getattr(parallel, "draws", "shared") != "shared":
+            raise ValueError("one chain over the ranks needs the same injected noise on every rank (draws='shared'); for one chain per rank use IndependentChains")
+        if parallel is not None and parallel.mode == "chains":
+            seed = parallel.seed(seed)  # this chain's own seed
         if seed is not None:
             set_seed(seed)
         batches = self._batches(data, batch_size, seed)
+        if parallel is not None:
+            batches = parallel.batches(batches, seed)
+            if isinstance(sink, DiskSamples):
+                if parallel.mode == "chains":
+                    raise ValueError("independent chains record into memory (InMemorySamples): a DiskSamples folder would be written by every rank")
+                sink = sink if parallel.is_main else None  # the same chain on every rank: rank 0 writes it
         if device is not None:
             batches.to(device)
         self._check_dataset_size(batches)
@@ -380,6 +423,8 @@ class StochasticGradientMCMC:
         if not self.is_setup:
             self.setup(*first)
         self._check_minibatch_scaling(first, batches.n)
+        if parallel is not None:
+            parallel.synchronise_parameters([s.unconstrained for s in self._sites])
 
         def own_state():
             if sink is not None:
@@ -403,6 +448,8 @@ class StochasticGradientMCMC:
             monitor_label="log-joint",
             hint="lower the step size or check the prior's hyperparameters",
             callback=callback,
+            parallel=parallel,
+            watch=RunMonitor(energy="log_joint", sign=-1.0, name=type(self).__name__, hint="lower the step size or check the prior's hyperparameters"),
         )
         saved = loop.load(map_location=batches.tensors[0].device)
         if saved is not None:
@@ -413,10 +460,10 @@ class StochasticGradientMCMC:
                 obj.load_state_dict(s)
         loop.restore()
 
-        acc, count, t0 = None, 0, time.perf_counter()
+        acc, count, t0, errors, initial = None, 0, time.perf_counter(), None, None
 
         def log_row(epoch):
-            nonlocal acc, count, t0
+            nonlocal acc, count, t0, errors, initial
             row = {
                 "epoch": epoch, "steps": self.num_steps, "log_joint": float(acc) / count,
                 "lr": self.lr(self.num_steps), "inverse_temperature": self.inverse_temperature(self.num_steps),
@@ -424,15 +471,23 @@ class StochasticGradientMCMC:
             }
             for a in self.adaptations:
                 row.update({key: float(v) for key, v in a.logging().items()})
-            loop.record(row, where=f"by iteration {self.num_steps}", advance=count)
-            acc, count, t0 = None, 0, time.perf_counter()
+            figures = row_figures((s.unconstrained for s in self._sites), errors)
+            if initial is not None:  # the divergence rules' references: the chain's first step
+                figures["initial_energy"] = float(initial[0])
+                figures.update({f"initial_{k}": float(v) for k, v in (initial[1] or {}).items()})
+                initial = None
+            loop.record(row, where=f"by iteration {self.num_steps}", advance=count, figures=figures, step=self.num_steps)
+            acc, count, t0, errors = None, 0, time.perf_counter(), None
             return row
 
         def one_epoch(epoch):
-            nonlocal acc, count
+            nonlocal acc, count, errors, initial
             for batch in batches:
                 log_joint = self.step(*batch)
                 acc = log_joint if acc is None else acc + log_joint
+                errors = add_figures(errors, self._errors)
+                if self.num_steps == 1:
+                    initial = (log_joint, self._errors)
                 count += 1
                 k = self.num_steps
                 if k > burn_in and (k - burn_in) % thin == 0:
@@ -446,12 +501,14 @@ class StochasticGradientMCMC:
                     break
             return log_row(epoch + 1) if log_every is None or (count and self.num_steps >= total_steps) else None
 
+        self._parallel = parallel if parallel is not None and parallel.mode == "data" else None
         try:
             history = loop.run(one_epoch, finished=lambda: self.num_steps >= total_steps, total=total_steps, initial=min(self.num_steps, total_steps))
         finally:
+            self._parallel = self._part_size = None
             if sink is not None:
                 sink.flush()
-        return pd.DataFrame(history)
+        return with_events(pd.DataFrame(history), loop.events)
 
     @staticmethod
     def _batches(data, batch_size, seed) -> TensorBatches:

@@ -39,6 +39,7 @@ from typing import Dict, Optional
 import torch
 from pyro.poutine.util import site_is_subsample
 
+from pyrozoo.distributions.ssgl_expectation import SSGLExpectedLogDensity
 from pyrozoo.inference.sgmcmc import Adaptation
 from pyrozoo.inference.step_sizes import ScheduleLike, as_schedule, checked_value
 from pyrozoo.models.likelihoods import Gaussian
@@ -94,6 +95,16 @@ def delta_tilde(rho_sum: torch.Tensor, num_weights: int, a: float, b: float) -> 
     return (rho_sum + (a - 1.0)) / (a + b + num_weights - 2.0)
 
 
+def _drawn_from(fn, state, name: str) -> bool:
+    """Whether the site distribution ``fn`` is the Eq. 10 expectation on ``state``'s own tensors."""
+    while hasattr(fn, "base_dist"):
+        fn = fn.base_dist
+    # (compared by memory: expanding the distribution keeps views of the same tensors)
+    if not isinstance(fn, SSGLExpectedLogDensity):
+        return False
+    return fn.rho.data_ptr() == state.rho[name].data_ptr() and fn.sigma.data_ptr() == state.sigma.data_ptr()
+
+
 class StochasticApproximation(Adaptation):
     r"""The SA step of Algorithm 1 for an SSGL prior in its empirical-Bayes form.
 
@@ -114,7 +125,13 @@ class StochasticApproximation(Adaptation):
         if not isinstance(prior, SpikeAndSlabPrior):
             raise TypeError(f"prior must be a SpikeAndSlabPrior, got {type(prior).__name__}")
         if prior.state is None:
-            raise ValueError("the prior is in its hierarchical form: call prior.empirical_bayes(net, ...) to create the latent variables SA updates")
+            raise ValueError(
+                "the prior is in its hierarchical form; SA updates the latent variables of its empirical-Bayes form, "
+                "created by prior.empirical_bayes(...): for a BayesianNeuralNetwork, prior.empirical_bayes(model); for a "
+                "plain Pyro model, create the prior with sparse=None, call prior.empirical_bayes({'<site>': shape, ...}) "
+                "naming the model's sparse weight sites, and draw each of them in the model with "
+                "prior.sample_sparse('<site>')"
+            )
         self.prior = prior
         self.step_size = as_schedule(step_size, "step_size")
         checked_value(self.step_size, 1, "the SA step size omega", allow_zero=True, maximum=1.0)
@@ -144,7 +161,18 @@ class StochasticApproximation(Adaptation):
         state = self.state
         missing = [n for n in state.names if n not in sampler.site_names]
         if missing:
-            raise ValueError(f"sparse parameters {missing} are not sampled sites of the model (sampled: {sampler.site_names})")
+            raise ValueError(
+                f"sparse parameters {missing} are not sampled sites of the model (sampled: {sampler.site_names}); in a "
+                "plain Pyro model draw each of them with prior.sample_sparse(name)"
+            )
+        # SA moves this prior's state: a sparse site drawn from anything else would never feel it
+        foreign = [n for n in state.names if not _drawn_from(trace.nodes[n]["fn"], state, n)]
+        if foreign:
+            raise ValueError(
+                f"sparse site(s) {foreign} are not drawn from this prior's empirical-Bayes form, so the SA updates would "
+                "not reach the model: draw them with prior.sample_sparse(name) (a BayesianNeuralNetwork built with this "
+                "prior does so itself)"
+            )
         first = sampler.unconstrained(state.names[0])
         state.to(first.device, first.dtype)
         self._observation_sites = [
@@ -210,6 +238,8 @@ class StochasticApproximation(Adaptation):
                 state.delta[name].lerp_(delta_tilde(rho.sum(), rho.numel(), prior.a, prior.b), omega)
         if self.update_sigma:
             residual, count = self._residual(trace) if self._tied else (None, 0.0)
+            if residual is not None:  # data-parallel: this rank's part's estimate -> the global batch's
+                residual = sampler.average_over_ranks(residual)
             target = sigma_tilde(l1_norm, l2_norm, state.num_sparse, prior.nu, prior.lam, residual, count)
             sigma.lerp_(target, omega)
 

@@ -14,12 +14,14 @@ from pyro.infer.elbo import ELBO
 
 from pyrozoo.data.batching import TensorBatches
 from pyrozoo.data.validation import check_finite
+from pyrozoo.distributed import resolve as resolve_parallel
+from pyrozoo.inference.diagnostics import CHECK_EXAMPLES, RunMonitor, all_finite, posterior_check, with_events
 from pyrozoo.inference.elbo import ClosedFormKL_ELBO
 from pyrozoo.inference.loop import EpochLoop
 from pyrozoo.inference.prediction import check_training_labels
 from pyrozoo.inference.schedules import KLSchedule
 from pyrozoo.poutine import flipout, latent_scale, local_reparameterization, weights_per_example
-from pyrozoo.utils import resolve_device, set_seed
+from pyrozoo.utils import resolve_device, rng_states, set_rng_states, set_seed
 
 ESTIMATORS = {"local": local_reparameterization, "flipout": flipout, "per-example": weights_per_example, None: None, "none": None}
 
@@ -53,11 +55,13 @@ def collect_parameters(model, guide, objective: ELBO, args) -> list:
     return list(params.values())
 
 
-def training_step(model, guide, objective: ELBO, optimizer: torch.optim.Optimizer, batch: tuple, *, kl_scale: float = 1.0, estimator: Optional[str] = None, params: Optional[list] = None, max_grad_norm: Optional[float] = None) -> torch.Tensor:
+def training_step(model, guide, objective: ELBO, optimizer: torch.optim.Optimizer, batch: tuple, *, kl_scale: float = 1.0, estimator: Optional[str] = None, params: Optional[list] = None, max_grad_norm: Optional[float] = None, parallel=None) -> torch.Tensor:
     """One optimisation step of :func:`fit` on ``batch``; returns the (detached) loss.
 
     :param kl_scale: weight of the latent (KL) part, applied with :func:`~pyrozoo.poutine.latent_scale`.
     :param estimator: ``"local"``, ``"flipout"`` or ``None`` (handler around the objective).
+    :param parallel: a :class:`~pyrozoo.distributed.DataParallel`: ``batch`` is this rank's
+        part, and the gradients of ``params`` are averaged over the ranks before clipping.
     """
     handler = ESTIMATORS[estimator]
     with ExitStack() as stack:
@@ -68,6 +72,8 @@ def training_step(model, guide, objective: ELBO, optimizer: torch.optim.Optimize
         loss = objective.differentiable_loss(model, guide, *batch)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
+    if parallel is not None:
+        parallel.average_gradients(params, len(batch[0]))
     if max_grad_norm is not None:
         torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
     optimizer.step()
@@ -95,6 +101,7 @@ def fit(
     progress: bool = True,
     callback: Optional[Callable[[int, dict], Optional[bool]]] = None,
     max_grad_norm: Optional[float] = None,
+    distributed=None,
 ) -> pd.DataFrame:
     """Trains ``guide`` (and the model's point-estimate parameters) by maximising an ELBO.
 
@@ -113,7 +120,9 @@ def fit(
     :param optimizer: ``params -> torch.optim.Optimizer`` (default: fused Adam).
     :param lr_schedule: ``epoch -> multiplier`` of the initial learning rate.
     :param kl_schedule: a :class:`~pyrozoo.inference.schedules.KLSchedule`.
-    :param str estimator: ``"local"`` (local reparameterization), ``"flipout"`` or ``None``.
+    :param str estimator: ``"local"`` (local reparameterization), ``"flipout"`` or ``None``; an
+        objective that declares ``accepted_estimators`` (the importance-weighted ones: ``None``
+        only) refuses any other before training starts.
     :param device: where to train (default: where the model is).
     :param int seed: seeds Pyro, torch, numpy, random and the batch order.
     :param checkpoint: file for periodic checkpoints (model, guide, param store, optimizer,
@@ -123,9 +132,20 @@ def fit(
     :param bool progress: show a progress bar.
     :param callback: ``f(epoch, row) -> stop?`` after every epoch; ``row`` is the history row.
     :param float max_grad_norm: clip the global gradient norm.
+    :param distributed: several processes (:func:`pyrozoo.distributed.resolve`): by default
+        data-parallel when a process group of more than one process is initialised (global
+        batch ``batch_size`` split over the ranks, averaged gradients, the steps of the
+        one-process run; rank 0 writes the checkpoint), ``False`` for one process regardless.
     :returns: the training history as a ``DataFrame`` (``epoch, loss, kl_scale, lr, seconds``,
         plus the objective's ``diagnostics`` of each epoch's last step where it records them,
-        e.g. ``ess`` for the importance-weighted objectives).
+        e.g. ``ess`` for the importance-weighted objectives, and ``ess_mean``, the mean ESS
+        over the epoch's steps), with ``attrs["events"]`` and ``attrs["status"]``: what went
+        wrong at run time (:mod:`pyrozoo.inference.diagnostics`). A diverging loss or
+        predictions (:class:`~pyrozoo.inference.diagnostics.DivergenceWarning`), collapsed
+        importance weights (``WeightCollapseWarning``) and, checked after the last epoch on up
+        to 2048 training examples, a posterior collapsed onto the prior at chance
+        (``PriorCollapseWarning``) warn; a non-finite loss or parameter raises
+        :class:`~pyrozoo.inference.diagnostics.DivergenceError`.
     """
     if not isinstance(epochs, int) or epochs < 0:
         raise ValueError(f"epochs must be a non-negative int, got {epochs!r}")
@@ -136,6 +156,17 @@ def fit(
     if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0 < lr < math.inf:
         raise ValueError(f"lr must be a finite number > 0, got {lr!r}")
     objective = objective if objective is not None else ClosedFormKL_ELBO()
+    # an objective may declare the estimators it can be evaluated under (e.g. importance weights
+    # need one global weight draw per particle); fit knows no objective classes
+    accepted = getattr(objective, "accepted_estimators", None)
+    if accepted is not None and ESTIMATORS[estimator] not in {ESTIMATORS[a] for a in accepted}:
+        names = " or ".join(repr(a) for a in accepted)
+        raise ValueError(
+            f"{type(objective).__name__} cannot be trained with estimator={estimator!r}: it accepts estimator={names} "
+            f"(pass estimator={accepted[0]!r}{', the default' if accepted[0] is None else ''}). The 'local', 'flipout' and "
+            "'per-example' estimators draw weights per example, which that objective does not allow"
+        )
+    parallel = resolve_parallel(distributed)
     device = resolve_device(device, model)
     if seed is not None:
         set_seed(seed)
@@ -153,6 +184,8 @@ def fit(
                 raise TypeError(f"{name} must be a tensor, got {type(t).__name__}")
             check_finite(f"training {name}", t)
         batches = TensorBatches(x, y, batch_size=batch_size, seed=seed if seed is not None else 0)
+    if parallel is not None:
+        batches = parallel.batches(batches)  # this rank's part of every global batch; n stays global
     batches.to(device)
     likelihood = getattr(model, "likelihood", None)
     if likelihood is not None and likelihood.dataset_size is None:
@@ -180,6 +213,11 @@ def fit(
         hint="lower the learning rate, clip gradients (max_grad_norm) or check the data and the prior's hyperparameters",
         callback=callback,
         snapshot_on_interrupt=True,  # never the half-updated parameters of an interrupted epoch
+        parallel=parallel,
+        watch=RunMonitor(
+            energy="loss", group="kl_scale", num_particles=getattr(objective, "num_particles", None), readings_per_row=len(batches), name="fit",
+            hint="lower the learning rate, clip gradients (max_grad_norm) or check the data and the prior's hyperparameters",
+        ),
     )
     saved = loop.load(map_location=device)
     if saved is not None:
@@ -189,6 +227,8 @@ def fit(
     base_lrs = [group["lr"] for group in opt.param_groups]
     if saved is not None:
         opt.load_state_dict(saved["optimizer"])
+    if parallel is not None:
+        parallel.synchronise_parameters(params)
     loop.restore()
     num_batches = len(batches)
 
@@ -200,17 +240,39 @@ def fit(
         t0 = time.perf_counter()
         total = torch.zeros((), device=device)
         kl_scale = 1.0
+        ess = None  # the objective's ESS summed over the epoch's steps (on the device)
+        figures = {}
         for b, batch in enumerate(batches):
             kl_scale = kl_schedule(epoch, b, num_batches) if kl_schedule is not None else 1.0
-            total += training_step(model, guide, objective, opt, batch, kl_scale=kl_scale, estimator=estimator, params=params, max_grad_norm=max_grad_norm)
+            loss = training_step(model, guide, objective, opt, batch, kl_scale=kl_scale, estimator=estimator, params=params, max_grad_norm=max_grad_norm, parallel=parallel)
+            total += loss
+            if epoch == 0 and b == 0:  # the divergence rule's earliest loss
+                figures.update(initial_energy=loss, initial_group=kl_scale)
+            step_ess = getattr(objective, "diagnostics", {}).get("ess")
+            if step_ess is not None:
+                ess = step_ess if ess is None else ess + step_ess
         row = {"epoch": epoch + 1, "loss": total.item() / num_batches, "kl_scale": kl_scale, "lr": opt.param_groups[0]["lr"], "seconds": time.perf_counter() - t0}
         # objectives that record diagnostics (e.g. the importance-weighted ones' ESS): last step's values
         row.update({k: float(v) for k, v in getattr(objective, "diagnostics", {}).items()})
-        return loop.record(row, where=f"in epoch {epoch}")
+        if ess is not None:
+            row["ess_mean"] = float(ess) / num_batches
+        figures["parameters_finite"] = all_finite(params)
+        return loop.record(row, where=f"in epoch {epoch}", figures=figures, step=(epoch + 1) * num_batches)
 
     history = loop.run(one_epoch)
+    if history:
+        # rule 3 (and 1c) on the fitted guide, without moving any random stream the caller relies on
+        states = rng_states()
+        check = TensorBatches(*batches.tensors, batch_size=min(batches.n, CHECK_EXAMPLES), shuffle=False)
+        try:
+            figures = posterior_check(model, guide, next(iter(check)))
+        except Exception as e:  # noqa: BLE001 - a check that cannot run must not lose the fitted run
+            figures = {"skipped": f"{type(e).__name__}: {e}"}
+        finally:
+            set_rng_states(states)
+        loop.watch.check_final(history, figures, epoch=history[-1]["epoch"], step=history[-1]["epoch"] * num_batches)
     columns = ["epoch", "loss", "kl_scale", "lr", "seconds"]
-    return pd.DataFrame(history, columns=columns + [k for k in (history[-1] if history else {}) if k not in columns])
+    return with_events(pd.DataFrame(history, columns=columns + [k for k in (history[-1] if history else {}) if k not in columns]), loop.events)
 
 
 def _module_param_ids(*modules) -> set:

@@ -46,11 +46,12 @@ def classification_uncertainty(probs: torch.Tensor, *, logits: bool = False) -> 
         ``s`` and example (any batch shape between ``S`` and ``K`` works: ``(S, ..., K)``);
         with ``logits=True``, unnormalised log-probabilities (the network's output under
         a :class:`~pyrozoo.models.Categorical` likelihood), normalised here by a log-softmax.
-    :returns: ``{"total", "aleatoric", "epistemic"}``, each of shape ``(n,)`` (``probs.shape[1:-1]``)::
+    :returns:
+        ``{"total", "aleatoric", "epistemic"}``, each of shape ``(n,)`` (``probs.shape[1:-1]``)::
 
-        total     = H[p]               = -sum_k p_k log p_k,      p = (1/S) sum_s p_s
-        aleatoric = (1/S) sum_s H[p_s]   (expected entropy)
-        epistemic = (1/S) sum_s KL(p_s || p)   (mutual information between y and the weights)
+            total     = H[p]               = -sum_k p_k log p_k,      p = (1/S) sum_s p_s
+            aleatoric = (1/S) sum_s H[p_s]   (expected entropy)
+            epistemic = (1/S) sum_s KL(p_s || p)   (mutual information between y and the weights)
 
     so ``total = aleatoric + epistemic`` (Depeweg et al. 2018). ``0 log 0`` counts as 0: a
     one-hot ``p_s`` has entropy 0. The epistemic part is computed as the mean KL divergence
@@ -91,11 +92,12 @@ def regression_uncertainty(means: torch.Tensor, noise_variances: Union[torch.Ten
         (fixed noise), a tensor of shape ``(S,)`` (one per draw, e.g. a latent noise
         precision's draws inverted; a 1-D tensor of length ``S`` is always read this way), or
         one that broadcasts to ``means`` (heteroscedastic noise).
-    :returns: ``{"total", "aleatoric", "epistemic"}``, each of shape ``means.shape[1:]``::
+    :returns:
+        ``{"total", "aleatoric", "epistemic"}``, each of shape ``means.shape[1:]``::
 
-        aleatoric = (1/S) sum_s sigma_s^2                      (expected noise variance)
-        epistemic = (1/S) sum_s (f_s - f_bar)^2, f_bar = (1/S) sum_s f_s   (variance of the mean)
-        total     = aleatoric + epistemic                      (variance of the predictive mixture)
+            aleatoric = (1/S) sum_s sigma_s^2                      (expected noise variance)
+            epistemic = (1/S) sum_s (f_s - f_bar)^2, f_bar = (1/S) sum_s f_s   (variance of the mean)
+            total     = aleatoric + epistemic                      (variance of the predictive mixture)
 
     (Depeweg et al. 2018; the divisor is ``S``, as in :meth:`~pyrozoo.models.Gaussian.aggregate`).
     Variances are in the units of the network's output: for targets standardised as

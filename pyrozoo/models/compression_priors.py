@@ -118,7 +118,15 @@ class GroupScalePrior(Prior):
 
 class GroupNormalJeffreysPrior(GroupScalePrior):
     """BC-GNJ: ``z_g ~ p(z) \\propto 1/|z|`` (an improper log-uniform site ``"<weight>.scale"``
-    of shape ``(groups,)``) and ``w | z ~ N(0, z_g^2)`` (Louizos et al. 2017, eq. 5)."""
+    of shape ``(groups,)``) and ``w | z ~ N(0, z_g^2)`` (Louizos et al. 2017, eq. 5).
+
+    The scale prior is improper, and so is the posterior (the marginal prior of a weight is
+    again ``1/|w|``): fit it with a guide whose KL to it is registered,
+    :class:`~pyrozoo.guides.BayesianCompressionGuide` or
+    :class:`~pyrozoo.guides.MeanFieldNormalGuide` (a Normal ``q(z_g)``: the log-uniform KL of
+    Sparse VD), and :class:`~pyrozoo.inference.ClosedFormKL_ELBO`. A ``DeltaGuide`` (MAP) and
+    SG-MCMC are refused, as for :class:`~pyrozoo.models.LogUniformPrior`
+    (:mod:`pyrozoo.models.dropout_priors`); prediction needs a guide or posterior samples."""
 
     def scale_factors(self, weight_name):
         return [(f"{weight_name}.scale", 1.0)]

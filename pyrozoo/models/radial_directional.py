@@ -166,6 +166,10 @@ class RadialDirectionalPrior(Prior):
         of weights with a dimension of size 1.
     :param selector: which parameters are random (default: every parameter of ``nn.Linear``
         and ``nn.Conv1d/2d/3d`` layers); keyword arguments go to :class:`ParameterSelector`.
+
+    Its guide is :class:`~pyrozoo.guides.RadialDirectionalGuide`. The direction sites lie on
+    the unit sphere, which guides that work in unconstrained space cannot cover:
+    ``MeanFieldNormalGuide`` and ``DeltaGuide`` refuse them when set up, naming it.
     """
 
     one_site_per_parameter = False

@@ -29,9 +29,23 @@ The prior has two forms:
   :math:`-\kappa_0 |\beta| / \sigma - \kappa_1 \beta^2 / (2\sigma^2)` plus the expected
   normalisers (:class:`~pyrozoo.distributions.SSGLExpectedLogDensity`), so the model's
   log-joint is :math:`Q_1` and the sampler's drift is :math:`\nabla_\beta Q`.
+
+In a :class:`~pyrozoo.models.BayesianNeuralNetwork` the prior covers the network's parameters.
+In a plain Pyro model (no network) the sparse weights are sites the model draws itself::
+
+    prior = SpikeAndSlabPrior(v0=0.01, v1=10.0)
+    prior.empirical_bayes({"beta": (p,)})          # the model's sparse sites and their shapes
+
+    def model(x, y=None, idx=None):
+        beta = prior.sample_sparse("beta")          # the site of Eq. 10's expectation
+        with pyro.plate("data", N, subsample=idx):
+            pyro.sample("y", dist.Normal(x @ beta, 1.0), obs=y)
+
+    SGLD(model, lr=1e-5, adaptations=[StochasticApproximation(prior, 1.0)])
 """
 
 import math
+from collections.abc import Mapping
 from typing import Dict, Optional, Union
 
 import pyro
@@ -100,9 +114,11 @@ class SpikeAndSlabPrior(Prior):
 
     :param float v0: Laplace scale factor (the Laplace component has scale :math:`\sigma v_0`).
     :param float v1: Gaussian variance factor (variance :math:`\sigma^2 v_1`).
-    :param sparse: which selected parameters are sparse (:math:`\mathfrak X`): a
-        :class:`~pyrozoo.models.ParameterSelector` or a dict of its keyword arguments,
-        e.g. ``{"expose_modules": ["fc1"], "hide_parameters": ["bias"]}`` (the weight of ``fc1``).
+    :param sparse: which of a network's selected parameters are sparse (:math:`\mathfrak X`):
+        a :class:`~pyrozoo.models.ParameterSelector` or a dict of its keyword arguments,
+        e.g. ``{"expose_modules": ["fc1"], "hide_parameters": ["bias"]}`` (the weight of
+        ``fc1``). ``None`` (the default) for a plain Pyro model, whose sparse sites are named
+        in :meth:`empirical_bayes` and drawn by :meth:`sample_sparse`.
     :param float gaussian_scale: :math:`\sigma_0` of the other parameters.
     :param float nu, lam: inverse-gamma hyperparameters of :math:`\sigma^2`.
     :param float a, b: Beta hyperparameters of :math:`\delta_l` (both ``>= 1``, so that the
@@ -118,7 +134,7 @@ class SpikeAndSlabPrior(Prior):
         v0: float,
         v1: float,
         *,
-        sparse: Union[ParameterSelector, dict],
+        sparse: Union[ParameterSelector, dict, None] = None,
         gaussian_scale: float = 1.0,
         nu: float = 1.0,
         lam: float = 1.0,
@@ -140,8 +156,8 @@ class SpikeAndSlabPrior(Prior):
         self.a, self.b = float(a), float(b)
         if isinstance(sparse, dict):
             sparse = ParameterSelector(**sparse)
-        if not isinstance(sparse, ParameterSelector):
-            raise TypeError(f"sparse must be a ParameterSelector or a dict of its arguments, got {type(sparse).__name__}")
+        if sparse is not None and not isinstance(sparse, ParameterSelector):
+            raise TypeError(f"sparse must be a ParameterSelector, a dict of its arguments or None, got {type(sparse).__name__}")
         self.sparse = sparse
         self.prefix = prefix
         self.state: Optional[SSGLState] = None
@@ -150,6 +166,11 @@ class SpikeAndSlabPrior(Prior):
 
     # -- selection ---------------------------------------------------------------------------
     def random_parameters(self, net: nn.Module):
+        if self.sparse is None:
+            raise ValueError(
+                "SpikeAndSlabPrior(sparse=None) is the form for plain Pyro models; on a network, say which of its "
+                "parameters are sparse, e.g. sparse={'expose_parameters': ['weight']}"
+            )
         random = super().random_parameters(net)
         sparse = [join_name(m, p) for m, module, p, param in random if self.sparse.is_selected(m, module, p, param)]
         if not sparse:
@@ -168,16 +189,22 @@ class SpikeAndSlabPrior(Prior):
         return f"{self.prefix}sigma_sq"
 
     # -- empirical Bayes -------------------------------------------------------------------
-    def empirical_bayes(self, net: nn.Module, *, sigma: float = 1.0, rho: float = 0.5, kappa0: Optional[float] = None, kappa1: Optional[float] = None, delta: float = 0.5) -> SSGLState:
+    def empirical_bayes(self, net: Union[nn.Module, Mapping], *, sigma: float = 1.0, rho: float = 0.5, kappa0: Optional[float] = None, kappa1: Optional[float] = None, delta: float = 0.5) -> SSGLState:
         r"""Switches to the empirical-Bayes form with the initial values
         :math:`\theta^{(1)}` (Algorithm 1) and returns its :class:`SSGLState`.
 
         ``kappa0`` / ``kappa1`` default to their Eq. 13 values at ``rho``,
         :math:`(1 - \rho)/v_0` and :math:`\rho / v_1`.
 
-        :param net: the network (or the :class:`~pyrozoo.models.BayesianNeuralNetwork`).
+        :param net: the network (or the :class:`~pyrozoo.models.BayesianNeuralNetwork`); for a
+            plain Pyro model, ``{site name: shape or tensor}`` of the sparse weight sites the
+            model draws with :meth:`sample_sparse` (a tensor gives its shape, device and dtype).
         """
-        net = getattr(net, "net", net)
+        if not isinstance(net, (nn.Module, Mapping)):
+            raise TypeError(
+                f"empirical_bayes takes the network (or BayesianNeuralNetwork) or, for a plain Pyro model, "
+                f"{{site name: shape}} of its sparse sites; got {type(net).__name__}"
+            )
         _positive("sigma", sigma)
         for name, value in (("rho", rho), ("delta", delta)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
@@ -189,8 +216,7 @@ class SpikeAndSlabPrior(Prior):
                 raise ValueError(f"{name} must be a finite non-negative number, got {value!r}")
         if kappa0 == 0 and kappa1 == 0:
             raise ValueError("kappa0 and kappa1 cannot both be 0: the sparse weights would have a flat prior")
-        random = self.random_parameters(net)
-        params = {join_name(m, p): param for m, _, p, param in random if join_name(m, p) in self._sparse_names}
+        params = self._sparse_sites(net) if isinstance(net, Mapping) else self._sparse_parameters(getattr(net, "net", net))
         first = next(iter(params.values()))
         self.state = SSGLState(
             rho={n: torch.full_like(p, rho).detach() for n, p in params.items()},
@@ -200,6 +226,31 @@ class SpikeAndSlabPrior(Prior):
             sigma=torch.tensor(float(sigma), device=first.device, dtype=first.dtype),
         )
         return self.state
+
+    def _sparse_parameters(self, net: nn.Module) -> Dict[str, torch.Tensor]:
+        random = self.random_parameters(net)
+        return {join_name(m, p): param for m, _, p, param in random if join_name(m, p) in self._sparse_names}
+
+    def _sparse_sites(self, sites: Mapping) -> Dict[str, torch.Tensor]:
+        """``{name: tensor}`` from a plain model's ``{site name: shape or tensor}``."""
+        if self.sparse is not None:
+            raise ValueError("this prior selects sparse parameters of a network (sparse=...): pass empirical_bayes the network, or create the prior with sparse=None for a plain Pyro model")
+        if not sites:
+            raise ValueError("empirical_bayes({}) names no sparse site: give {site name: shape} of the model's sparse weights")
+        out = {}
+        for name, spec in sites.items():
+            if not isinstance(name, str):
+                raise TypeError(f"sparse site names must be strings, got {name!r}")
+            if torch.is_tensor(spec):
+                out[name] = spec.detach()
+                continue
+            try:
+                shape = torch.Size(spec)
+            except TypeError:
+                raise TypeError(f"sparse site {name!r}: give its shape (a tuple of ints) or a tensor, got {spec!r}") from None
+            out[name] = torch.zeros(shape)
+        self._sparse_names = list(out)
+        return out
 
     def hierarchical(self) -> None:
         """Switches back to the generative (hierarchical) form."""
@@ -219,16 +270,40 @@ class SpikeAndSlabPrior(Prior):
                 out[param_name] = self._sample_hierarchical(name, param)
         return out
 
+    def sample_sparse(self, name: str, init: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Draws the sparse weight site ``name`` of a plain Pyro model (one named in
+        :meth:`empirical_bayes`) under the empirical-Bayes form: the site whose log-density is
+        the expectation of Eq. 10, built on the :class:`SSGLState` that
+        :class:`~pyrozoo.inference.sgmcmc_sa.StochasticApproximation` updates.
+
+        :param init: where a sampler starts the site; by default, as for any site whose prior
+            cannot be sampled, uniformly in ``(-2, 2)`` (:func:`pyrozoo.guides.init_to_network`):
+            from 0 the first SA step would give every weight to the narrower component.
+        """
+        if self.state is None:
+            raise ValueError(
+                f"sample_sparse({name!r}) draws the empirical-Bayes form: call prior.empirical_bayes({{{name!r}: shape, ...}}) "
+                "first, naming the model's sparse sites (the hierarchical form, with discrete indicators, is drawn by a "
+                "BayesianNeuralNetwork)"
+            )
+        if name not in self.state.rho:
+            raise ValueError(f"{name!r} is not one of the sparse sites named in empirical_bayes: {self.state.names}")
+        ref = self.state.rho[name]
+        if init is not None and (not torch.is_tensor(init) or init.shape != ref.shape):
+            raise ValueError(f"sample_sparse({name!r}): init must be a tensor of shape {tuple(ref.shape)}, got {getattr(init, 'shape', init)!r}")
+        return self._sample_empirical_bayes(name, init, event_dim=ref.dim())
+
     def _gaussian(self, name, param):
         key = ("gaussian", name, param.shape, param.device, param.dtype)
         return self._cached(key, lambda: dist.Normal(torch.zeros((), device=param.device, dtype=param.dtype), self.gaussian_scale).expand(param.shape).to_event(param.dim()))
 
-    def _sample_empirical_bayes(self, name, param):
+    def _sample_empirical_bayes(self, name, param, event_dim=None):
         state = self.state
         if name not in state.rho:
             raise RuntimeError(f"the empirical-Bayes state has no entry for sparse parameter {name!r}; call empirical_bayes(net) again")
         prior = SSGLExpectedLogDensity(state.kappa0[name], state.kappa1[name], state.rho[name], state.sigma, self.v0, self.v1)
-        return pyro.sample(name, prior.to_event(param.dim()), infer={INIT_VALUE_KEY: param.detach()})
+        infer = {} if param is None else {INIT_VALUE_KEY: param.detach()}
+        return pyro.sample(name, prior.to_event(param.dim() if event_dim is None else event_dim), infer=infer)
 
     def _sample_hierarchical(self, name, param):
         like = dict(device=param.device, dtype=param.dtype)

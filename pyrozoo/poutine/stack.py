@@ -14,6 +14,7 @@ pyrozoo may.
 from typing import NamedTuple, Optional, Union
 
 import torch
+from pyro.infer.autoguide.initialization import InitMessenger
 from pyro.poutine.runtime import _PYRO_STACK
 
 from pyrozoo.poutine.latent_scale import LatentScaleMessenger
@@ -55,3 +56,23 @@ def active_handlers() -> ActiveHandlers:
         for s in scales:
             scale = scale * s
     return ActiveHandlers(len(_PYRO_STACK), foreign, scale, weight_noise)
+
+
+def initialising() -> bool:
+    """Whether a Pyro initialisation strategy is running (an ``InitMessenger`` is active): its
+    ``sample()`` calls only learn a site's shape and a feasible point (e.g. ``Predictive``'s
+    first trace), so a distribution that cannot be sampled may answer with a placeholder."""
+    return any(isinstance(m, InitMessenger) for m in _PYRO_STACK)
+
+
+def latent_weight() -> Optional[float]:
+    """The KL weight of the evaluation in progress: the product of the active
+    :func:`~pyrozoo.poutine.latent_scale` factors (1.0 when none), or ``None`` while an
+    initialisation strategy runs (a trace at initial values, not a training evaluation)."""
+    weight = 1.0
+    for messenger in _PYRO_STACK:
+        if isinstance(messenger, InitMessenger):
+            return None
+        if isinstance(messenger, LatentScaleMessenger):
+            weight = weight * float(messenger.scale)
+    return weight

@@ -44,6 +44,10 @@ BAD_VALUES = {
     "device_spec": ["gpu0"],
     "existing_directory": ["no/such/folder"],
     "existing_file": ["no/such/file.csv"],
+    # a user's own data (recipes.cli.add_user_data_arguments)
+    "data_file": ["no/such/file.csv", "no/such/images.npz"],
+    "column_name": ["", "  "],
+    "splits_by_spec": ["random", "column:", "files:no/such/folder", "kfold:3", ""],
     "_points": ["0", "-1", "x"],  # vae_dsivi_prior.py --prior-points: 'all' or >= 1
 }
 RANGE_TYPES = {"parse_seeds", "int_ranges", "split_spec"}

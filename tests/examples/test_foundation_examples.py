@@ -11,7 +11,7 @@ from tests.examples.runner import run_example
 def test_uci_regression_quick(method, tmp_path, monkeypatch):
     run_example("uci_regression.py", "--method", method, "--quick", "--no-progress", "--results-dir", tmp_path, monkeypatch=monkeypatch)
     runs = pd.read_csv(tmp_path / f"uci_{method}_quick.csv")
-    assert list(runs.columns) == ["dataset", "method", "split", "rmse", "test_ll", "train_seconds"]
+    assert list(runs.columns) == ["dataset", "method", "split", "rmse", "test_ll", "train_seconds", "status"] and set(runs.status) == {"ok"}
     assert len(runs) == 1 and runs.rmse.notna().all() and runs.test_ll.notna().all()
     summary = pd.read_csv(tmp_path / f"uci_{method}_quick_summary.csv")
     assert {"measured (this repository)"} <= set(summary.source)

@@ -230,9 +230,28 @@ def test_differentiable_loss_and_loss_and_grads_agree(objective, device):
         assert torch.allclose(p.grad, g, rtol=1e-10)
 
 
-def test_rws_loss_gradient_is_the_snis_inclusive_kl_gradient():
-    """The guide gradient is sum_k w_hat_k grad log q(theta_k) at the drawn thetas (Sagar's
-    Algorithm 1, score-function reading), computed here by hand from the same draws."""
+def _rws_draws(problem, model, guide, x, y, seed, K=8, R=1):
+    """``R`` independent reweighted wake-sleep evaluations with the random numbers of ``seed``
+    (drawn as ``R * K`` particles): the draws ``(R, K, d)``, their normalised weights
+    ``(R, K)`` and the hand-computed ``d log w_k / d theta_k``, and the guide's ``m`` and ``s``."""
+    obj = ReweightedWakeSleepLoss(K)
+    pyro.set_rng_seed(seed)
+    with torch.no_grad():
+        values, log_joint, log_q = obj._weights.direct(model, guide, R * K, (x, y), {})
+    theta = values["weight"].reshape(R, K, -1)
+    w_hat = torch.softmax((log_joint - log_q).reshape(R, K), -1)
+    m, s = guide.locs["weight"].detach().reshape(-1), guide.log_scales["weight"].detach().exp().reshape(-1)
+    # Gaussian likelihood and prior, and the guide's Normal: the exact gradients of log p and log q
+    residual = y.reshape(-1) - theta @ x.T
+    dlog_p = residual @ x / problem.noise_scale**2 - theta / problem.prior_scale**2
+    dlog_q = -(theta - m) / s**2
+    return theta, w_hat, dlog_p - dlog_q, m, s
+
+
+def test_rws_guide_gradient_is_the_doubly_reparameterized_wake_phi_gradient():
+    """Per draw, the guide gradient is Tucker et al. (2019)'s doubly reparameterised RWS
+    estimator -sum_k (w_k - w_k^2) dlog w_k/dtheta_k dtheta_k/dlambda, computed here by hand
+    from the same draws (theta = m + s * eps: dtheta/dm = 1, dtheta/dlog s = s * eps)."""
     problem = conjugate_problem(orthogonal=False)
     loc, scale = off_posterior(problem)
     model, guide, x, y = setup(problem, "cpu", torch.float64, loc, scale)
@@ -240,16 +259,111 @@ def test_rws_loss_gradient_is_the_snis_inclusive_kl_gradient():
     pyro.set_rng_seed(5)
     loss = obj.differentiable_loss(model, guide, x, y)
     g_loc, g_log_scale = torch.autograd.grad(loss, [guide.locs["weight"], guide.log_scales["weight"]])
-    pyro.set_rng_seed(5)
-    values, log_joint, log_q = obj._weights.direct(model, guide, 8, (x, y), {}, detach_samples=True)
-    w_hat = torch.softmax((log_joint - log_q).detach(), 0)
-    theta = values["weight"]  # (K, 1, d)
-    m, s = guide.locs["weight"].detach(), guide.log_scales["weight"].detach().exp()
-    z = (theta - m) / s
-    # d/dm log N(theta; m, s) = z / s; d/dlog s = z^2 - 1; the loss is minus the weighted sum
-    assert torch.allclose(g_loc, -(w_hat[:, None, None] * z / s).sum(0), rtol=1e-8)
-    assert torch.allclose(g_log_scale, -(w_hat[:, None, None] * (z**2 - 1)).sum(0), rtol=1e-8)
+    theta, w_hat, dlog_w, m, s = _rws_draws(problem, model, guide, x, y, seed=5)
+    theta, w_hat, dlog_w = theta[0], w_hat[0], dlog_w[0]
+    c = (w_hat - w_hat**2)[:, None]
+    assert 1.5 < float(obj.diagnostics["ess"]) < 7.5  # neither trivial (ESS = K) nor collapsed
+    # (rtol: the path terms through log p and log q cancel in part)
+    assert torch.allclose(g_loc.reshape(-1), -(c * dlog_w).sum(0), rtol=1e-6)
+    assert torch.allclose(g_log_scale.reshape(-1), -(c * dlog_w * (theta - m)).sum(0), rtol=1e-6)
     assert float(obj.diagnostics["esbo_eq6"]) >= -loss.item() - 1e-9  # Eq. 6 >= the IWAE estimate
+
+
+def test_rws_guide_gradient_has_the_expectation_of_the_score_function_form():
+    """The doubly reparameterised estimator and the score-function form of the wake-phi
+    gradient (Sagar's Algorithm 1 with the draws held fixed: -sum_k w_k dlog q(theta_k)/dlambda)
+    have the same expectation; their means over R draws agree within their standard errors."""
+    problem = conjugate_problem(orthogonal=False)
+    loc, scale = off_posterior(problem)
+    model, guide, x, y = setup(problem, "cpu", torch.float64, loc, scale)
+    R = 4000
+    theta, w_hat, dlog_w, m, s = _rws_draws(problem, model, guide, x, y, seed=0, R=R)
+    c, eps, w = (w_hat - w_hat**2)[..., None], (theta - m) / s, w_hat[..., None]
+    dreg = torch.cat([-(c * dlog_w).sum(1), -(c * dlog_w * (theta - m)).sum(1)], -1)
+    # d log N(theta; m, s) / dm = eps / s, / dlog s = eps^2 - 1
+    score = torch.cat([-(w * eps / s).sum(1), -(w * (eps**2 - 1)).sum(1)], -1)
+    diff = dreg - score
+    z = z_bound(num_comparisons=diff.shape[1])
+    assert torch.all(diff.mean(0).abs() < z * diff.std(0) / R**0.5)
+    assert torch.all(dreg.mean(0).abs() > z * dreg.std(0) / R**0.5)  # not zero: a wrong sign would show
+    # and it is the lower-variance one here (the reason to use it)
+    assert torch.all(dreg.var(0) < score.var(0))
+
+
+@pytest.mark.parametrize("vectorize", [False, True])
+def test_rws_on_the_traced_path_gives_the_doubly_reparameterized_gradient(vectorize):
+    """The trace-based path (a plain Pyro model and a guide of ``pyro.param``s), with sequential
+    or vectorised particles: the same hand-computed estimator at the draws the guide made."""
+    problem = conjugate_problem(orthogonal=False)
+    loc, scale = off_posterior(problem)
+    model, guide, x, y = pyro_regression_at(problem, "cpu", torch.float64, loc, scale)
+    draws = []
+
+    def recording_guide(x, y):
+        draws.append(guide(x, y))
+
+    def guide(x, y):
+        m = pyro.param("loc")
+        return pyro.sample("w", dist.Normal(m, pyro.param("scale")).to_event(1))
+
+    K = 8
+    pyro.set_rng_seed(7)
+    loss = ReweightedWakeSleepLoss(K, vectorize_particles=vectorize).differentiable_loss(model, recording_guide, x, y)
+    m, log_s = pyro.param("loc"), pyro.param("scale").unconstrained()
+    g_loc, g_log_scale = torch.autograd.grad(loss, [m, log_s])
+    theta = torch.cat([d.detach().reshape(-1, x.shape[1]) for d in draws])[-K:]
+    s = log_s.detach().exp()
+    log_w = (
+        dist.Normal(theta @ x.T, problem.noise_scale).log_prob(y).sum(-1)
+        + dist.Normal(0.0, problem.prior_scale).log_prob(theta).sum(-1)
+        - dist.Normal(m.detach(), s).log_prob(theta).sum(-1)
+    )
+    w_hat = torch.softmax(log_w, 0)
+    dlog_w = (y - theta @ x.T) @ x / problem.noise_scale**2 - theta / problem.prior_scale**2 + (theta - m.detach()) / s**2
+    c = (w_hat - w_hat**2)[:, None]
+    assert torch.allclose(g_loc, -(c * dlog_w).sum(0), rtol=1e-6)
+    assert torch.allclose(g_log_scale, -(c * dlog_w * (theta - m.detach())).sum(0), rtol=1e-6)
+    assert loss.item() == pytest.approx(-(float(torch.logsumexp(log_w, 0)) - math.log(K)), rel=1e-8)
+
+
+def test_rws_keeps_the_score_function_form_for_a_discrete_guide_site():
+    """A site without a reparameterised sampler (a Bernoulli) gets the score-function wake-phi
+    gradient -sum_k w_k d log q(z_k) / dlogit, beside a reparameterised site's doubly
+    reparameterised one, in the same loss."""
+    y = torch.tensor([0.9, 1.2, 0.7], dtype=torch.float64)
+
+    def model(y):
+        z = pyro.sample("z", dist.Bernoulli(torch.tensor(0.3, dtype=torch.float64)))
+        u = pyro.sample("u", dist.Normal(torch.tensor(0.0, dtype=torch.float64), 1.0))
+        with pyro.plate("data", len(y)):
+            pyro.sample("y", dist.Normal(z + u, 1.0), obs=y)
+
+    def guide(y):
+        logit = pyro.param("logit", torch.tensor(0.2, dtype=torch.float64))
+        loc = pyro.param("loc", torch.tensor(0.1, dtype=torch.float64))
+        return pyro.sample("z", dist.Bernoulli(logits=logit)), pyro.sample("u", dist.Normal(loc, 0.5))
+
+    pyro.clear_param_store()
+    guide(y)
+    K = 16
+    pyro.set_rng_seed(2)
+    loss = ReweightedWakeSleepLoss(K).differentiable_loss(model, guide, y)
+    logit, loc = pyro.param("logit"), pyro.param("loc")
+    g_logit, g_loc = torch.autograd.grad(loss, [logit, loc])
+    pyro.set_rng_seed(2)
+    with torch.no_grad():
+        z, u = (torch.stack(v) for v in zip(*[guide(y) for _ in range(K)]))
+        log_w = (
+            dist.Bernoulli(torch.tensor(0.3, dtype=torch.float64)).log_prob(z) + dist.Normal(0.0, 1.0).log_prob(u)
+            + dist.Normal((z + u)[:, None], 1.0).log_prob(y).sum(-1)
+            - dist.Bernoulli(logits=logit).log_prob(z) - dist.Normal(loc, 0.5).log_prob(u)
+        )
+    w_hat = torch.softmax(log_w, 0)
+    assert 1.5 < float(1 / (w_hat**2).sum()) < K - 0.5  # weights neither equal nor collapsed
+    # d log Bernoulli(z; sigmoid(l)) / dl = z - sigmoid(l)
+    assert float(g_logit) == pytest.approx(-float((w_hat * (z - torch.sigmoid(logit.detach()))).sum()), rel=1e-8)
+    dlog_w = (y - z[:, None] - u[:, None]).sum(-1) - u + (u - loc.detach()) / 0.25
+    assert float(g_loc) == pytest.approx(-float(((w_hat - w_hat**2) * dlog_w).sum()), rel=1e-8)
 
 
 def test_rws_with_many_particles_recovers_the_posterior_moments(device):

@@ -59,7 +59,7 @@ def test_checkpoints_every_k_epochs_and_at_the_end(tmp_path, saves):
     assert saves == [2, 4, 5]
     assert [row["epoch"] for row in history] == [1, 2, 3, 4, 5]
     saved = load_state(tmp_path / "ck.pt")
-    assert set(saved) == {"epoch", "history", "batches", "rng", "total"}
+    assert set(saved) == {"epoch", "history", "diagnostics", "batches", "rng", "total"}
     assert saved["epoch"] == 5 and saved["history"] == history
 
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from recipes import sweep
-from recipes.uci import UCIRunConfig
+from recipes.config import RunConfig
 
 
 class _FakeDataset:
@@ -38,7 +38,7 @@ def fake_runs(monkeypatch):
 
 def test_sweep_runs_splits_outermost_with_per_run_settings(fake_runs, tmp_path):
     out = tmp_path / "runs.csv"
-    base = UCIRunConfig(seed=7, num_samples=5)
+    base = RunConfig(seed=7, num_samples=5)
     lines = []
     table = sweep.sweep(["map", "bbb"], ["bostonHousing", "protein-tertiary-structure"], [0, 1, 2], out, config=base,
                       settings=lambda dataset, method: {"lr": 0.1 if method == "map" else 0.2}, data_dir=tmp_path, log=lines.append)
@@ -77,3 +77,38 @@ def test_sweep_refuses_what_it_cannot_run_before_any_run(fake_runs, tmp_path):
         with pytest.raises(ValueError, match=match):
             sweep.sweep(methods, datasets, splits, tmp_path / "runs.csv", data_dir=tmp_path, log=None)
     assert fake_runs == [] and not (tmp_path / "runs.csv").exists()
+
+
+def test_a_run_that_goes_wrong_is_kept_as_such_and_left_out_of_summaries(monkeypatch, tmp_path):
+    """A run whose training said it diverged, or that went non-finite, is written with its
+    status (so a resumed sweep does not rerun it) and never counted as a result."""
+    from recipes.uci import summarize
+
+    def run(method, split, config):
+        if method == "exploding":
+            raise FloatingPointError("loss became nan at epoch 3")
+        status = "diverged" if (method, split.split) == ("bad", 1) else "ok"
+        return {"rmse": 100.0 if status != "ok" else 1.0 + split.split, "test_ll": -1.0, "train_seconds": 0.5, "status": status}
+
+    monkeypatch.setattr(sweep, "UCIDataset", _FakeDataset)
+    monkeypatch.setattr(sweep, "run_split", run)
+    monkeypatch.setattr(sweep, "available_methods", lambda: {"bad": None, "exploding": None})
+    out, lines = tmp_path / "runs.csv", []
+    table = sweep.sweep(["bad", "exploding"], ["bostonHousing"], [0, 1, 2], out, data_dir=tmp_path, log=lines.append)
+    assert list(table.status) == ["ok", "diverged", "diverged", "diverged", "ok", "diverged"]  # splits outermost
+    assert table[table.method == "exploding"].rmse.isna().all()
+    assert sum("DIVERGED: not a valid result" in line for line in lines) == 4 and sum("(loss became nan at epoch 3)" in line for line in lines) == 3
+    read = sweep.read_results(out, missing_ok=False)
+    assert list(read.status) == list(table.status)
+    summary = summarize(read, include_published=False).set_index("method")
+    assert summary.loc["bad", "rmse"] == pytest.approx(2.0)  # mean of splits 0 and 2: the diverged 100 is left out
+    assert summary.loc["bad", "excluded"] == 1 and summary.loc["exploding", "n"] == 0
+
+
+def test_results_written_before_runs_had_a_status_read_as_valid_runs(tmp_path):
+    out = tmp_path / "old.csv"
+    out.write_text("dataset,method,split,rmse,test_ll,train_seconds\nbostonHousing,map,0,2.5,-2.4,1.0\n")
+    assert list(sweep.read_results(out).status) == ["ok"]
+    out.write_text("dataset,method,split,rmse,test_ll,train_seconds,status\nbostonHousing,map,0,,-2.4,1.0,ok\n")
+    with pytest.raises(ValueError, match="line 2: rmse is blank"):
+        sweep.read_results(out)

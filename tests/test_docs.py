@@ -1,0 +1,166 @@
+"""The documentation site (``make docs``) covers the library.
+
+The fast tests read the sources of the site in pure Python: every public name of pyrozoo (each
+subpackage's ``__all__``, the public functions and classes of the top-level modules, and
+``pyrozoo.save`` / ``pyrozoo.load``) is listed on an API reference page (``docs/api/*.rst``),
+every listed name exists, every public function and class has a docstring, and the pages'
+links to results tables, figures and notebooks point at files that exist. The slow test runs
+the Sphinx build itself with warnings as errors, as ``make docs`` does.
+"""
+
+import importlib
+import inspect
+import pkgutil
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import pyrozoo
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+API = DOCS / "api"
+
+
+def _module_public_names(module):
+    """``__all__``, or, for a module without one, the functions and classes it defines whose
+    names do not start with an underscore."""
+    if hasattr(module, "__all__"):
+        return list(module.__all__)
+    return [name for name, obj in vars(module).items() if not name.startswith("_") and getattr(obj, "__module__", None) == module.__name__]
+
+
+def public_names():
+    """``{dotted name: object}`` of everything the library exports."""
+    names = {f"pyrozoo.{name}": getattr(pyrozoo, name) for name in ("save", "load")}
+    for info in pkgutil.iter_modules(pyrozoo.__path__):
+        module = importlib.import_module(f"pyrozoo.{info.name}")
+        if info.ispkg and not hasattr(module, "__all__"):
+            raise AssertionError(f"package pyrozoo.{info.name} has no __all__: list its public names")
+        for name in _module_public_names(module):
+            names[f"{module.__name__}.{name}"] = getattr(module, name)
+    return names
+
+
+_CURRENT = re.compile(r"^\.\. currentmodule:: (\S+)\s*$")
+_AUTOSUMMARY = re.compile(r"^\.\. autosummary::\s*$")
+
+
+def documented_names():
+    """The dotted names listed in the ``autosummary`` tables of ``docs/api/*.rst``."""
+    names = []
+    for page in sorted(API.glob("*.rst")):
+        current, in_table = None, False
+        for line in page.read_text().splitlines():
+            match = _CURRENT.match(line)
+            if match:
+                current, in_table = match.group(1), False
+            elif _AUTOSUMMARY.match(line):
+                in_table = True
+            elif in_table and line.startswith("   ") and not line.strip().startswith(":") and line.strip():
+                names.append((page.name, f"{current}.{line.strip()}"))
+            elif in_table and line.strip() and not line.startswith(" "):
+                in_table = False
+    return names
+
+
+def _resolve(name):
+    """The object ``name`` names as Sphinx reads an autosummary entry: an attribute of its
+    parent module (``pyrozoo.inference.uncertainty`` is the function the package exports, not
+    the submodule of the same name), else a module."""
+    parent, _, attr = name.rpartition(".")
+    try:
+        return getattr(importlib.import_module(parent), attr)
+    except (ImportError, AttributeError, ValueError):
+        pass
+    try:
+        return pkgutil.resolve_name(name)
+    except (ImportError, AttributeError, ValueError):
+        return None
+
+
+def test_api_pages_exist():
+    assert (API / "index.rst").is_file() and len(documented_names()) > 100
+
+
+def test_every_documented_name_exists():
+    missing = [f"{page}: {name}" for page, name in documented_names() if _resolve(name) is None]
+    assert not missing, f"the API reference lists names that do not exist (renamed or removed?): {missing}"
+
+
+def test_every_public_name_is_documented():
+    documented = {id(_resolve(name)) for _, name in documented_names()}
+    undocumented = sorted(name for name, obj in public_names().items() if id(obj) not in documented)
+    assert not undocumented, (
+        "public names missing from the API reference: add each to the autosummary table of its package's page in "
+        f"docs/api/ (after the '.. currentmodule::' of the package or module): {undocumented}"
+    )
+
+
+def test_every_public_function_and_class_has_a_docstring():
+    bare = sorted(
+        name
+        for name, obj in public_names().items()
+        if (inspect.isfunction(obj) or inspect.isclass(obj)) and obj.__module__.startswith("pyrozoo") and not (obj.__doc__ or "").strip()
+    )
+    assert not bare, f"public functions and classes without a docstring (make docs fails on them): {bare}"
+
+
+def test_api_pages_are_in_the_index():
+    index = (API / "index.rst").read_text()
+    pages = {p.stem for p in API.glob("*.rst")} - {"index"}
+    assert {p for p in pages if not re.search(rf"^\s+{re.escape(p)}\s*$", index, flags=re.M)} == set()
+
+
+_LINK = re.compile(r"\]\(([^)#\s]+)")
+_DOC_ROLE = re.compile(r"\{doc\}`([^`]+)`")
+
+
+@pytest.mark.parametrize("page", sorted(DOCS.glob("methods/*.md")) + [DOCS / "tutorials.md"], ids=lambda p: p.stem)
+def test_page_links_point_at_files(page):
+    text = page.read_text()
+    targets = [t for t in _LINK.findall(text) if "://" not in t]
+    missing = [t for t in targets if not (page.parent / t).resolve().is_file()]
+    # notebooks are documents of the site under docs/notebooks/, copied from notebooks/ at build time
+    docs = [t for t in _DOC_ROLE.findall(text)]
+    notebooks = [d.split("notebooks/", 1)[1] for d in docs if "notebooks/" in d]
+    missing += [d for d in notebooks if not (ROOT / "notebooks" / f"{d}.ipynb").is_file()]
+    assert not missing, f"{page.relative_to(ROOT)} links to files that do not exist: {missing}"
+
+
+def test_every_notebook_is_a_tutorial_page():
+    toctree = (DOCS / "tutorials.md").read_text()
+    listed = set(re.findall(r"^notebooks/(\S+)\s*$", toctree, flags=re.M))
+    assert listed == {p.stem for p in (ROOT / "notebooks").glob("*.ipynb")}
+
+
+def test_every_source_work_has_a_method_page():
+    pages = {p.stem for p in DOCS.glob("methods/*.md")}
+    assert pages == {"toronto_deck", "radial_directional", "molchanov_thesis", "sgmcmc_sa", "importance_weighted"}
+    index = (DOCS / "index.md").read_text()
+    assert all(f"methods/{p}" in index for p in pages)
+
+
+def _has_sphinx():
+    return all(importlib.util.find_spec(name) is not None for name in ("sphinx", "furo", "myst_nb"))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _has_sphinx(), reason="needs the docs extra: pip install -e .[docs]")
+def test_sphinx_build_has_no_warnings(tmp_path):
+    """What ``make docs`` runs, into a temporary folder: any warning fails."""
+    out = tmp_path / "html"
+    result = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", "-d", str(tmp_path / "doctrees"), str(DOCS), str(out)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr[-5000:]
+    page = (out / "api" / "inference.html").read_text()
+    assert "ClosedFormKL_ELBO" in page and (out / "notebooks" / "tutorial_sgmcmc.html").is_file()
+    shutil.rmtree(out, ignore_errors=True)
