@@ -27,6 +27,27 @@ stored as JSON in the ``calibration`` column (:func:`calibration_table` unpacks 
 ``calibration_error`` is the mean ``|coverage - level|`` (regression) or the ECE
 (classification).
 
+**Baselines.** Besides the zoo's registered methods, the harness runs the baselines a user
+would pick instead (:mod:`recipes.baselines`: the Laplace approximation of laplace-torch,
+the IVON optimizer, deep ensembles) on the same data, budget and metrics; one whose optional
+package is missing is skipped with a message that says what to install.
+
+**Out of distribution and under shift** (MNIST, ``ood=True``). After each MNIST run the
+posterior it evaluated with (the record's ``outputs_at``: the same guide or samples) predicts
+three more sets, all the size of the MNIST test set used:
+
+* Fashion-MNIST's test images as out-of-distribution inputs: ``ood_auroc_entropy`` and
+  ``ood_auroc_mi``, the AUROC of telling them from MNIST's test images by the predictive
+  entropy and by the mutual information between label and weights
+  (:func:`pyrozoo.metrics.ood_auroc` of :func:`~pyrozoo.inference.classification_uncertainty`);
+* MNIST's test images rotated by each of ``rotation_angles`` (Ovadia et al. 2019,
+  :func:`pyrozoo.data.rotate_images`): test error, ECE and test log-likelihood per angle in the
+  ``shift`` column (JSON), their means over the angles in ``shift_error`` and ``shift_ece``.
+
+**Gap splits** (UCI, ``"<data set>-gap"``). The data set's "gap" splits (Foong et al. 2019,
+:func:`pyrozoo.data.gap_split`): the ``seed`` is the input feature whose middle third of
+values is held out, so the metrics measure the predictive *in between* the training data.
+
 Methods not registered for a data set's protocol (e.g. not yet implemented) are skipped
 with a printed message; a method that fails raises, naming the method, data set and run.
 """
@@ -43,10 +64,12 @@ import pyro
 import torch
 
 from pyrozoo import atomic, metrics
-from pyrozoo.data import UCI_DATASETS, UCIDataset
+from pyrozoo.data import ROTATION_ANGLES, UCIDataset, dataset_folder, gap_split, load_mnist, rotate_images
 from pyrozoo.inference.prediction import record_predictive
+from pyrozoo.inference.uncertainty import classification_uncertainty
 from pyrozoo.reporting import mean_and_stderr
-from recipes import read_runs
+from recipes import baselines, read_runs
+from recipes.reference_matrix import HARNESS_COLUMNS, harness_reference_metrics
 from recipes.paths import resolve_data_dir
 
 
@@ -76,39 +99,73 @@ COMBINATIONS: Dict[str, Combination] = {
     "sghmc": Combination("N(0, 1)", "posterior samples", "SGHMC"),
     "sgld-sa": Combination("spike-and-slab (SSGL)", "posterior samples", "SGLD + stochastic approximation"),
     "sghmc-sa": Combination("spike-and-slab (SSGL)", "posterior samples", "SGHMC + stochastic approximation"),
+    # the baselines (recipes.baselines), outside Pyro
+    "laplace-ll-kfac": Combination("N(0, 1), precision tuned (marginal likelihood)", "Laplace, last layer, KFAC (laplace-torch)", "log joint (MAP), then curvature at the mode"),
+    "laplace-ll-diag": Combination("N(0, 1), precision tuned (marginal likelihood)", "Laplace, last layer, diagonal (laplace-torch)", "log joint (MAP), then curvature at the mode"),
+    "laplace-kfac": Combination("N(0, 1), precision tuned (marginal likelihood)", "Laplace, all weights, KFAC (laplace-torch)", "log joint (MAP), then curvature at the mode"),
+    "laplace-diag": Combination("N(0, 1), precision tuned (marginal likelihood)", "Laplace, all weights, diagonal (laplace-torch)", "log joint (MAP), then curvature at the mode"),
+    "ivon": Combination("N(0, 1) (weight decay 1/N)", "diagonal Gaussian (IVON)", "variational online Newton (IVON, ivon-opt)"),
+    "ensemble": Combination("N(0, 1)", "5 point estimates (equal-weight mixture)", "log joint (MAP) per member"),
 }
 
 #: the issue's list, in table order (``bbb`` is available on request)
 DEFAULT_METHODS = ["map", "mfvi-mc", "mfvi-cf", "mfvi", "iwae", "renyi", "esbo", "dsivi", "rdp", "sparse-vd", "sgld", "sghmc", "sgld-sa", "sghmc-sa"]
+
+#: the baselines a user would pick instead (:mod:`recipes.baselines`), in table order
+BASELINES = list(baselines.NAMES)
 
 #: nominal levels of the central predictive intervals (regression calibration)
 DEFAULT_LEVELS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
 
 DEFAULT_BATCH_SIZE = {"uci": 32, "mnist": 128}
 
-COLUMNS = [
+#: the columns of a per-run CSV before the out-of-distribution and shift metrics (read back on resume)
+BASE_COLUMNS = [
     "dataset", "method", "seed", "budget", "steps", "epochs", "batch_size", "metric", "rmse_or_error", "test_ll",
     "calibration_error", "seconds", "prior", "guide", "objective", "calibration",
 ]
 
+#: MNIST runs' out-of-distribution (Fashion-MNIST) and shift (rotated MNIST) metrics; blank for UCI runs
+OOD_COLUMNS = ["ood_auroc_entropy", "ood_auroc_mi", "shift_error", "shift_ece", "shift"]
+
+#: UCI runs' distance to the stored reference posterior of their data set (split 0 only:
+#: :func:`recipes.reference_matrix.harness_reference_metrics`); blank elsewhere
+REFERENCE_COLUMNS = list(HARNESS_COLUMNS)
+
+COLUMNS = BASE_COLUMNS + OOD_COLUMNS + REFERENCE_COLUMNS
+
+#: a UCI data set's gap splits (Foong et al. 2019) are asked for as ``"<name>-gap"``
+GAP_SUFFIX = "-gap"
+
 KEY = ["dataset", "method", "seed", "budget"]
 
 
-def protocol(dataset: str) -> str:
-    if dataset == "mnist":
-        return "mnist"
-    if dataset in UCI_DATASETS:
-        return "uci"
-    raise ValueError(f"unknown dataset {dataset!r}: a UCI set ({', '.join(UCI_DATASETS)}) or 'mnist'")
+def protocol(dataset) -> str:
+    """``"mnist"``; ``"uci"`` for any other name (a bundled UCI set, a folder in the UCI layout
+    by name or path, ``"<name>-gap"``; found or refused when loaded) and for a loaded
+    :class:`~pyrozoo.data.UCIDataset` (e.g. a :class:`~pyrozoo.data.RegressionTable`);
+    ``"classification"`` for a user's classification data (a :class:`~pyrozoo.data.ClassificationTable`
+    or the :class:`~pyrozoo.data.ClassificationSplit` of image arrays), run by the MNIST
+    protocol's methods without the MNIST-only out-of-distribution and shift metrics."""
+    if not isinstance(dataset, str):
+        return "uci" if isinstance(dataset, UCIDataset) else "classification"
+    return "mnist" if dataset == "mnist" else "uci"
 
 
 def registered_methods(protocol_name: str) -> dict:
-    """The methods registered for a protocol now (importing every method module)."""
+    """The methods registered for a protocol now (importing every method module); the
+    baselines (:data:`recipes.baselines.NAMES`) run in both protocols beside them."""
     if protocol_name == "uci":
         from recipes.uci import available_methods
     else:
         from recipes.mnist import available_methods
     return available_methods()
+
+
+def runnable_methods(protocol_name: str) -> Dict[str, str]:
+    """``{name: description}`` of every method the harness can run in a protocol: the
+    registered ones and the baselines."""
+    return {**{name: m.description for name, m in registered_methods(protocol_name).items()}, **baselines.DESCRIPTIONS}
 
 
 def budget_epochs(budget: int, n: int, batch_size: int):
@@ -118,6 +175,38 @@ def budget_epochs(budget: int, n: int, batch_size: int):
     per_epoch = -(-n // min(batch_size, n))
     epochs = -(-budget // per_epoch)
     return epochs, epochs * per_epoch
+
+
+def shift_and_ood_metrics(outputs_at: Callable[[torch.Tensor], torch.Tensor], x_test: torch.Tensor, y_test: torch.Tensor, x_ood: Optional[torch.Tensor], angles: Sequence[float], num_bins: int = 10) -> dict:
+    """The out-of-distribution and shift metrics of one classifier's posterior (see the
+    module docstring), from ``outputs_at: x -> (S, n, K)`` logits under its posterior draws.
+
+    :returns: ``{"ood_auroc_entropy", "ood_auroc_mi"}`` (NaN without ``x_ood``), and for the
+        rotated test sets ``"shift"`` (``{"angle", "error", "ece", "test_ll"}`` lists: error in
+        percent, ECE with ``num_bins`` bins, mean log predictive probability of the label) with
+        ``"shift_error"`` / ``"shift_ece"``, their means over the angles (NaN without angles).
+    """
+    out = {"ood_auroc_entropy": math.nan, "ood_auroc_mi": math.nan, "shift_error": math.nan, "shift_ece": math.nan, "shift": None}
+    if x_ood is not None:
+        inside, outside = classification_uncertainty(outputs_at(x_test), logits=True), classification_uncertainty(outputs_at(x_ood), logits=True)
+        out["ood_auroc_entropy"] = metrics.ood_auroc(inside, outside, "entropy")
+        out["ood_auroc_mi"] = metrics.ood_auroc(inside, outside, "mutual_information")
+    if angles:
+        curve = {"angle": [], "error": [], "ece": [], "test_ll": []}
+        labels = y_test.cpu()
+        for angle in angles:
+            log_probs = outputs_at(rotate_images(x_test, float(angle))).double().log_softmax(-1)
+            # the posterior predictive: the mean over the draws of the class probabilities
+            log_mean = metrics.log_mean_exp(log_probs, 0).cpu()
+            probs = log_mean.exp()
+            curve["angle"].append(float(angle))
+            curve["error"].append(100.0 * (1.0 - metrics.accuracy(probs, labels)))
+            curve["ece"].append(metrics.expected_calibration_error(probs, labels, num_bins))
+            curve["test_ll"].append(float(log_mean.gather(-1, labels[:, None]).mean()))
+        out["shift"] = curve
+        out["shift_error"] = sum(curve["error"]) / len(angles)
+        out["shift_ece"] = sum(curve["ece"]) / len(angles)
+    return out
 
 
 def calibration_summary(record, levels: Sequence[float] = DEFAULT_LEVELS, num_bins: int = 10):
@@ -137,14 +226,41 @@ def calibration_summary(record, levels: Sequence[float] = DEFAULT_LEVELS, num_bi
 class _Data:
     """Loads each data set (and split) once per :func:`compare` call."""
 
-    def __init__(self, data_dir, mnist_train_size, mnist_test_size):
+    def __init__(self, data_dir, mnist_train_size, mnist_test_size, given=None):
         self.data_dir, self.sizes = data_dir, (mnist_train_size, mnist_test_size)
-        self._uci, self._mnist = {}, None
+        self._uci, self._mnist, self._fashion = {}, None, None
+        self.given = dict(given or {})  # loaded data sets (a user's), by name
+
+    def uci_dataset(self, name):
+        """The UCI data set ``name`` (a loaded one, or a folder read once), and whether its gap splits are meant."""
+        if name in self.given:
+            return self.given[name], False
+        gap = name.endswith(GAP_SUFFIX)
+        base = name[: -len(GAP_SUFFIX)] if gap else name
+        if base not in self._uci:
+            root = resolve_data_dir(self.data_dir)
+            try:
+                dataset_folder(base, root)
+            except ValueError as e:
+                raise ValueError(f"unknown dataset {name!r} (nor 'mnist'): {e}") from None
+            self._uci[base] = UCIDataset(base, root)
+        return self._uci[base], gap
 
     def uci_split(self, name, index):
-        if name not in self._uci:
-            self._uci[name] = UCIDataset(name, resolve_data_dir(self.data_dir))
-        return self._uci[name].split(index)
+        dataset, gap = self.uci_dataset(name)
+        return gap_split(dataset, index) if gap else dataset.split(index)
+
+    def classification(self, name, index):
+        """Split ``index`` of a user's classification table, or image arrays' one split."""
+        data = self.given[name]
+        return data.split(index) if hasattr(data, "split") and callable(data.split) else data
+
+    def fashion_test(self):
+        """Fashion-MNIST's test images, as many as the MNIST test images used."""
+        if self._fashion is None:
+            x, _ = load_mnist("fashion", train=False, data_dir=resolve_data_dir(self.data_dir))
+            self._fashion = x[: self.sizes[1]]
+        return self._fashion
 
     def mnist(self):
         if self._mnist is None:
@@ -168,6 +284,8 @@ def compare(
     mnist_test_size: Optional[int] = None,
     levels: Sequence[float] = DEFAULT_LEVELS,
     num_bins: int = 10,
+    ood: bool = True,
+    rotation_angles: Sequence[float] = ROTATION_ANGLES,
     device: Union[str, torch.device] = "cpu",
     data_dir=None,
     out: Union[str, Path, None] = None,
@@ -177,25 +295,45 @@ def compare(
 ) -> pd.DataFrame:
     """Runs every (dataset, method, seed, budget) and returns one row per run (:data:`COLUMNS`).
 
-    :param methods: registry names (:data:`COMBINATIONS`; others are run too when registered).
-        A method not registered for a data set's protocol is skipped with a message.
-    :param datasets: UCI data set names and/or ``"mnist"``.
+    :param methods: registry names (:data:`COMBINATIONS`; others are run too when registered)
+        and baselines (:data:`recipes.baselines.NAMES`). A method not registered for a data
+        set's protocol, or a baseline whose package is missing, is skipped with a message.
+    :param datasets: UCI data sets (bundled, or any folder in the UCI layout by name or path),
+        ``"<name>-gap"`` for their gap splits, ``"mnist"``, and/or loaded data sets (a user's:
+        see :func:`protocol`), known in the results by their ``name``.
     :param budgets: gradient evaluations per run (see the module docstring).
-    :param seeds: UCI split indices, or MNIST training seeds.
-    :param batch_size: minibatch size per protocol (default :data:`DEFAULT_BATCH_SIZE`).
+    :param seeds: UCI split indices (for gap splits: input feature indices; for a user's
+        classification table its split indices too), or MNIST (and image arrays') training seeds.
+    :param batch_size: minibatch size per protocol (default :data:`DEFAULT_BATCH_SIZE`; a
+        user's classification data use the ``"mnist"`` size unless ``"classification"`` is given).
     :param num_samples: posterior draws for prediction (MAP uses one).
     :param extra: per-method ``config.extra`` (method settings, e.g. ``{"iwae": {"num_particles": 5}}``).
+    :param ood: score MNIST runs on Fashion-MNIST (out of distribution) and on MNIST rotated by
+        ``rotation_angles`` (degrees; ``()`` for none): the :data:`OOD_COLUMNS`.
     :param data_dir: the data root (default :func:`recipes.paths.default_data_dir`).
     :param out: CSV written after every run, so an interrupted comparison loses nothing;
         with ``resume`` the runs already in it are kept and not rerun.
     :param log: where progress lines and skip messages go.
     """
-    from recipes.mnist import MNISTRunConfig, run_mnist
-    from recipes.uci import UCIRunConfig, run_split
+    from recipes.config import RunConfig
+    from recipes.mnist import run_mnist
+    from recipes.uci import run_split
 
     methods, datasets, budgets, seeds = list(methods), list(datasets), [int(b) for b in budgets], [int(s) for s in seeds]
-    for d in datasets:
-        protocol(d)
+    # a loaded data set (a user's table or image arrays) is known in the results by its name
+    names = [d if isinstance(d, str) else d.name if hasattr(d, "name") else d.dataset for d in datasets]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"two data sets are named {twice[0]!r}: give them different names (e.g. a table's name=...)")
+    given = {n: d for n, d in zip(names, datasets) if not isinstance(d, str)}
+    datasets = names
+    data = _Data(data_dir, mnist_train_size, mnist_test_size, given)
+    for d in datasets:  # every data set found and read, and its splits checked, before the first run
+        if protocol(given.get(d, d)) == "uci":
+            data.uci_dataset(d)
+        elif hasattr(given.get(d), "rows"):
+            for s in seeds:
+                given[d].rows(s)
     batch_size = {**DEFAULT_BATCH_SIZE, **(batch_size or {})}
     extra = extra or {}
     device = torch.device(device)
@@ -206,20 +344,24 @@ def compare(
         raise ValueError(f"nothing to run: methods {methods}, data sets {datasets}, seeds {seeds}")
     rows = []
     if out is not None and resume:
-        rows = read_runs(out, COLUMNS, required=KEY + ["steps", "rmse_or_error", "test_ll", "seconds"], numeric=["seed", "budget", "steps", "rmse_or_error", "test_ll", "seconds"]).to_dict("records")
+        # (a file written before the out-of-distribution columns existed is read too: blank there)
+        previous = read_runs(out, BASE_COLUMNS, required=KEY + ["steps", "rmse_or_error", "test_ll", "seconds"], numeric=["seed", "budget", "steps", "rmse_or_error", "test_ll", "seconds"])
+        rows = previous.reindex(columns=list(dict.fromkeys(COLUMNS + list(previous.columns)))).to_dict("records")
     done = {(r["dataset"], r["method"], int(r["seed"]), int(r["budget"])) for r in rows}
-    data = _Data(data_dir, mnist_train_size, mnist_test_size)
     # a method may exist for one protocol only (skipped elsewhere, with a message), but a request
     # in which nothing can run is a mistake, not an empty table
-    if not any(m in registered_methods(protocol(d)) for m in methods for d in datasets):
+    if not any(m in runnable_methods(protocol(given.get(d, d))) for m in methods for d in datasets):
         raise ValueError(f"none of the methods {list(methods)} is registered for the data sets {list(datasets)}")
 
     for dataset in datasets:
-        proto = protocol(dataset)
-        registry = registered_methods(proto)
+        proto = protocol(given.get(dataset, dataset))
+        registry = runnable_methods(proto)
         runnable = []
         for m in methods:
-            if m in registry:
+            missing = baselines.missing_dependency(m)
+            if missing:
+                log(f"skipping {m!r} on {dataset}: it needs the optional package {missing}")
+            elif m in registry:
                 runnable.append(m)
             else:
                 log(f"skipping {m!r} on {dataset}: no {proto.upper()} method of that name is registered (yet)")
@@ -228,19 +370,19 @@ def compare(
                 for method in runnable:
                     if (dataset, method, seed, budget) in done:
                         continue
-                    combination = COMBINATIONS.get(method, Combination("", "", registry[method].description))
-                    bs = batch_size[proto]
+                    combination = COMBINATIONS.get(method, Combination("", "", registry[method]))
+                    bs = batch_size.get(proto, batch_size["mnist"])
                     pyro.clear_param_store()
                     if proto == "uci":
                         split = data.uci_split(dataset, seed)
                         epochs, steps = budget_epochs(budget, len(split.y_train), bs)
-                        config = UCIRunConfig(epochs=epochs, batch_size=bs, num_samples=num_samples, device=device, seed=0, progress=progress, extra=dict(extra.get(method, {})))
-                        run = lambda: run_split(method, split, config)  # noqa: E731
+                        config = RunConfig(epochs=epochs, batch_size=bs, num_samples=num_samples, device=device, seed=0, progress=progress, extra=dict(extra.get(method, {})))
+                        run = (lambda: baselines.run_uci(method, split, config)) if method in baselines.NAMES else (lambda: run_split(method, split, config))  # noqa: E731
                     else:
-                        mnist = data.mnist()
+                        mnist = data.mnist() if proto == "mnist" else data.classification(dataset, seed)
                         epochs, steps = budget_epochs(budget, len(mnist.y_train), bs)
-                        config = MNISTRunConfig(epochs=epochs, batch_size=bs, num_samples=num_samples, hidden=tuple(mnist_hidden), device=device, seed=seed, progress=progress, extra=dict(extra.get(method, {})))
-                        run = lambda: run_mnist(method, mnist, config)  # noqa: E731
+                        config = RunConfig(epochs=epochs, batch_size=bs, num_samples=num_samples, hidden=tuple(mnist_hidden), device=device, seed=seed, progress=progress, extra=dict(extra.get(method, {})))
+                        run = (lambda: baselines.run_mnist(method, mnist, config)) if method in baselines.NAMES else (lambda: run_mnist(method, mnist, config))  # noqa: E731
                     t0 = time.perf_counter()
                     try:
                         with record_predictive() as records:
@@ -249,6 +391,10 @@ def compare(
                         raise RuntimeError(f"method {method!r} failed on {dataset} (seed {seed}, budget {budget}): {e}") from e
                     seconds = time.perf_counter() - t0
                     cal_error, curve = calibration_summary(records[-1], levels, num_bins) if records else (math.nan, None)
+                    shifted = {}
+                    if proto == "mnist" and ood and records and records[-1].outputs_at is not None:
+                        x_test = mnist.x_test.to(device)
+                        shifted = shift_and_ood_metrics(records[-1].outputs_at, x_test, mnist.y_test, data.fashion_test().to(device, x_test.dtype), rotation_angles, num_bins)
                     row = {
                         "dataset": dataset, "method": method, "seed": seed, "budget": budget, "steps": steps, "epochs": epochs, "batch_size": bs,
                         "metric": "rmse" if proto == "uci" else "error_percent",
@@ -256,10 +402,14 @@ def compare(
                         "test_ll": float(result["test_ll"]), "calibration_error": float(cal_error), "seconds": seconds,
                         "prior": combination.prior, "guide": combination.guide, "objective": combination.objective,
                         "calibration": json.dumps(curve) if curve is not None else "",
+                        **{c: float(shifted.get(c, math.nan)) for c in OOD_COLUMNS[:-1]},
+                        "shift": json.dumps(shifted["shift"]) if shifted.get("shift") is not None else math.nan,
+                        **(harness_reference_metrics(dataset, seed, records[-1], split.x_test.to(device, config.dtype)) if proto == "uci" and records else dict.fromkeys(REFERENCE_COLUMNS, math.nan)),
                     }
                     rows.append(row)
                     done.add((dataset, method, seed, budget))
-                    log(f"{dataset:16s} {method:10s} seed {seed:2d} budget {budget:6d}  {row['metric']} {row['rmse_or_error']:.4g}  test_ll {row['test_ll']:.4g}  ({seconds:.1f} s)")
+                    ood_note = f"  OOD AUROC entropy {row['ood_auroc_entropy']:.3f} MI {row['ood_auroc_mi']:.3f}" if shifted else ""
+                    log(f"{dataset:16s} {method:10s} seed {seed:2d} budget {budget:6d}  {row['metric']} {row['rmse_or_error']:.4g}  test_ll {row['test_ll']:.4g}{ood_note}  ({seconds:.1f} s)")
                     if out is not None:
                         atomic.write_csv(pd.DataFrame(rows, columns=COLUMNS), out)
     runs = pd.DataFrame(rows, columns=COLUMNS)
@@ -267,12 +417,50 @@ def compare(
     return runs[wanted].reset_index(drop=True)
 
 
+#: the numeric out-of-distribution and shift columns
+OOD_METRICS = OOD_COLUMNS[:-1]
+
+
 def summarize(runs: pd.DataFrame) -> pd.DataFrame:
-    """Mean ± standard error over seeds per (dataset, method, budget), with the pieces of each method."""
-    table = mean_and_stderr(runs, ["dataset", "method", "budget"], ["rmse_or_error", "test_ll", "calibration_error", "seconds"])
+    """Mean ± standard error over seeds per (dataset, method, budget), with the pieces of each
+    method; the out-of-distribution and shift metrics are blank for UCI data sets."""
+    runs = runs.reindex(columns=list(dict.fromkeys([*runs.columns, *OOD_METRICS, *REFERENCE_COLUMNS])))
+    table = mean_and_stderr(runs, ["dataset", "method", "budget"], ["rmse_or_error", "test_ll", "calibration_error", *OOD_METRICS, *REFERENCE_COLUMNS, "seconds"])
     pieces = runs.drop_duplicates(["dataset", "method"]).set_index(["dataset", "method"])[["metric", "prior", "guide", "objective"]]
     table = table.join(pieces, on=["dataset", "method"])
-    return table[["dataset", "method", "budget", "metric", "rmse_or_error", "rmse_or_error_se", "test_ll", "test_ll_se", "calibration_error", "calibration_error_se", "seconds", "n", "prior", "guide", "objective"]]
+    ood = [c for m in [*OOD_METRICS, *REFERENCE_COLUMNS] for c in (m, f"{m}_se")]
+    return table[["dataset", "method", "budget", "metric", "rmse_or_error", "rmse_or_error_se", "test_ll", "test_ll_se", "calibration_error", "calibration_error_se", *ood, "seconds", "n", "prior", "guide", "objective"]]
+
+
+def shift_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """The ``shift`` column unpacked: one row per (run, rotation angle) with ``error`` (percent),
+    ``ece`` and ``test_ll`` (MNIST runs scored under shift only)."""
+    out = []
+    for r in runs.itertuples(index=False):
+        curve = getattr(r, "shift", None)
+        if not isinstance(curve, str) or not curve:
+            continue
+        curve = json.loads(curve)
+        base = {"dataset": r.dataset, "method": r.method, "seed": r.seed, "budget": r.budget}
+        out.extend({**base, "angle": a, "error": e, "ece": c, "test_ll": ll} for a, e, c, ll in zip(curve["angle"], curve["error"], curve["ece"], curve["test_ll"]))
+    return pd.DataFrame(out, columns=["dataset", "method", "seed", "budget", "angle", "error", "ece", "test_ll"])
+
+
+def gap_comparison(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per UCI data set run both ways, method and budget: the test log-likelihood and RMSE on
+    its standard splits and on its gap splits (mean over seeds), and the drop in test
+    log-likelihood from the first to the second (Foong et al. 2019: large for a predictive
+    that is over-confident in between the data)."""
+    gap = runs[runs.dataset.str.endswith(GAP_SUFFIX)]
+    if not len(gap):
+        return pd.DataFrame(columns=["dataset", "method", "budget", "rmse", "rmse_gap", "test_ll", "test_ll_gap", "test_ll_drop"])
+    means = runs.groupby(["dataset", "method", "budget"], sort=False)[["rmse_or_error", "test_ll"]].mean().reset_index()
+    standard = means[~means.dataset.str.endswith(GAP_SUFFIX)]
+    gapped = means[means.dataset.str.endswith(GAP_SUFFIX)].assign(dataset=lambda d: d.dataset.str[: -len(GAP_SUFFIX)])
+    table = standard.merge(gapped, on=["dataset", "method", "budget"], suffixes=("", "_gap"))
+    table = table.rename(columns={"rmse_or_error": "rmse", "rmse_or_error_gap": "rmse_gap"})
+    table["test_ll_drop"] = table.test_ll - table.test_ll_gap
+    return table[["dataset", "method", "budget", "rmse", "rmse_gap", "test_ll", "test_ll_gap", "test_ll_drop"]]
 
 
 def calibration_table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -306,7 +494,7 @@ def _colors(runs: pd.DataFrame) -> dict:
     import matplotlib.pyplot as plt
 
     cycle = plt.get_cmap("tab20").colors
-    order = dict.fromkeys([*DEFAULT_METHODS, *COMBINATIONS, *runs.method])
+    order = dict.fromkeys([*DEFAULT_METHODS, *BASELINES, *COMBINATIONS, *runs.method])
     return {m: cycle[i % len(cycle)] for i, m in enumerate(order)}
 
 
@@ -340,6 +528,28 @@ def plot_metric_vs_budget(runs: pd.DataFrame, metric: str = "rmse_or_error"):
         label = {"rmse_or_error": "RMSE" if runs[runs.dataset == dataset].metric.iloc[0] == "rmse" else "test error (%)", "test_ll": "test log-likelihood"}.get(metric, metric)
         ax.set_ylabel(label)
         ax.set_title(dataset)
+    fig.tight_layout()
+    _legend(fig, axes)
+    return fig
+
+
+def plot_shift(runs: pd.DataFrame, budget: Optional[int] = None):
+    """Rotated MNIST at ``budget`` (default: the largest): test error and ECE against the angle,
+    one line per method, averaged over seeds (Ovadia et al. 2019, Figure 1)."""
+    table = shift_table(runs)
+    colors = _colors(runs)
+    fig, axes = _panels(2)
+    if not len(table):
+        return fig
+    b = budget if budget is not None else int(table.budget.max())
+    table = table[table.budget == b]
+    for ax, metric, label in zip(axes, ("error", "ece"), ("test error (%)", "expected calibration error")):
+        for method in dict.fromkeys(table.method):
+            curve = table[table.method == method].groupby("angle")[metric].mean()
+            ax.plot(curve.index, curve.values, marker="o", ms=3, label=method, color=colors[method])
+        ax.set_xlabel("rotation (degrees)")
+        ax.set_ylabel(label)
+        ax.set_title(f"rotated MNIST (budget {b})")
     fig.tight_layout()
     _legend(fig, axes)
     return fig

@@ -32,6 +32,7 @@ BAD_VALUES = {
     "fraction": ["-0.1", "1", "nan", "x"],
     "probability": ["-0.1", "1.5", "nan"],
     "number in (-1, 1)": ["-1", "1", "nan"],
+    "number in (0, 1)": ["0", "1", "nan", "x"],
     "float_list": ["", "x", "1,nan"],
     "non_negative_float_list": ["-0.1", "0,nan", ""],
     "positive_float_list": ["0", "1,-2", "1,x", ""],

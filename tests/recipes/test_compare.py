@@ -14,6 +14,7 @@ from pyrozoo.inference import training
 from pyrozoo.inference.prediction import PredictiveRecord, record_predictive
 from pyrozoo.inference.sgmcmc import StochasticGradientMCMC
 from pyrozoo.models import Gaussian
+from recipes import baselines
 from recipes import compare as harness
 from recipes.uci import UCI_METHODS, register_uci_method
 
@@ -259,6 +260,128 @@ def test_compare_on_mnist(tmp_path):
         assert sum(curve["count"]) == 200
     fig = harness.plot_calibration(runs)
     assert len(fig.axes) == 1
+
+
+# -- out of distribution, shift, gap splits and baselines ----------------------------------------
+
+
+def _half_brightness_classifier(draws):
+    """``outputs_at`` of a posterior whose ``draws`` networks all call an image class 0 when
+    its left half is brighter, class 1 when its right half is (logits +-20)."""
+
+    def outputs_at(x):
+        left, right = x[..., :14].sum((-3, -2, -1)), x[..., 14:].sum((-3, -2, -1))
+        logits = 20.0 * torch.stack([torch.sign(left - right), torch.sign(right - left)], -1)
+        return logits.expand(draws, *logits.shape)
+
+    return outputs_at
+
+
+def test_shift_and_ood_metrics_of_a_known_classifier():
+    n = 40
+    x = torch.zeros(n, 1, 28, 28)
+    y = torch.arange(n) % 2
+    x[y == 0, 0, 10, 3] = 1.0  # a bright pixel on the left: class 0
+    x[y == 1, 0, 10, 24] = 1.0
+    uniform = torch.zeros(n, 1, 28, 28)  # left = right: logits 0, the uniform prediction
+    out = harness.shift_and_ood_metrics(_half_brightness_classifier(3), x, y, uniform, angles=(0, 180))
+    # OOD inputs get maximal entropy, in-distribution ones almost none; identical draws: no mutual information
+    assert out["ood_auroc_entropy"] == 1.0 and out["ood_auroc_mi"] == 0.5
+    # turned upside down, left and right swap: every confident prediction becomes wrong
+    curve = out["shift"]
+    assert curve["angle"] == [0.0, 180.0] and curve["error"] == [0.0, 100.0]
+    confidence = 1 / (1 + math.exp(-40))
+    assert curve["ece"] == pytest.approx([1 - confidence, confidence], abs=1e-12)
+    assert curve["test_ll"] == pytest.approx([math.log(confidence), -40 + math.log(confidence)], abs=1e-9)
+    assert out["shift_error"] == 50.0 and out["shift_ece"] == pytest.approx(0.5)
+    nothing = harness.shift_and_ood_metrics(_half_brightness_classifier(1), x, y, None, angles=())
+    assert all(math.isnan(nothing[k]) for k in harness.OOD_METRICS) and nothing["shift"] is None
+
+
+@pytest.fixture
+def baseline_step_counter(monkeypatch):
+    """Counts the baselines' optimizer steps (every ensemble member's)."""
+    from pyrozoo.baselines import ivon, training as baseline_training
+
+    counts = {"steps": 0}
+    run_epochs = baseline_training.run_epochs
+
+    def counted(step, *args, **kwargs):
+        def counted_step(*a):
+            counts["steps"] += 1
+            return step(*a)
+
+        return run_epochs(counted_step, *args, **kwargs)
+
+    monkeypatch.setattr(baseline_training, "run_epochs", counted)
+    monkeypatch.setattr(ivon, "run_epochs", counted)
+    return counts
+
+
+def test_baselines_on_gap_splits_under_the_budget(tmp_path, baseline_step_counter):
+    data_dir = _data_root_or_skip("uci")
+    methods = ["ensemble", "ivon"] + (["laplace-ll-kfac"] if baselines.missing_dependency("laplace-ll-kfac") is None else [])
+    runs = harness.compare(methods, ["bostonHousing-gap"], [12], [5], num_samples=5, data_dir=data_dir, extra={"ensemble": {"members": 2}}, log=lambda m: None)
+    assert list(runs.method) == methods and (runs.seed == 5).all()
+    # 337 training rows / 32 = 11 steps per epoch: 2 epochs, 22 steps; the ensemble's 2 members take them each
+    assert (runs.steps == 22).all()
+    assert baseline_step_counter["steps"] == 22 * (2 + (len(methods) - 1))
+    assert (runs.rmse_or_error > 0).all() and runs.test_ll.map(math.isfinite).all()
+    assert runs[harness.OOD_COLUMNS].isna().all().all()
+    for curve in runs.calibration.map(json.loads):
+        assert len(curve["coverage"]) == len(harness.DEFAULT_LEVELS)
+    gap = harness.gap_comparison(runs)
+    assert len(gap) == 0  # no standard-split runs of the same data set to compare with
+
+
+def test_gap_comparison_pairs_standard_and_gap_runs():
+    runs = pd.DataFrame({
+        "dataset": ["yacht", "yacht", "yacht-gap", "yacht-gap", "mnist"], "method": ["map"] * 5, "budget": [10] * 5,
+        "seed": [0, 1, 0, 1, 0], "rmse_or_error": [1.0, 3.0, 4.0, 6.0, 9.0], "test_ll": [-1.0, -2.0, -4.0, -5.0, -0.1],
+    })
+    table = harness.gap_comparison(runs)
+    assert table.to_dict("records") == [{"dataset": "yacht", "method": "map", "budget": 10, "rmse": 2.0, "rmse_gap": 5.0, "test_ll": -1.5, "test_ll_gap": -4.5, "test_ll_drop": 3.0}]
+
+
+def test_a_baseline_without_its_package_is_skipped(monkeypatch):
+    monkeypatch.setitem(baselines.REQUIRES, "ivon", "no_such_module_for_pyrozoo_tests")
+    monkeypatch.setitem(baselines.INSTALL, "no_such_module_for_pyrozoo_tests", "the-package")
+    messages = []
+    with pytest.raises(ValueError, match="none of the methods"):
+        harness.compare(["no-such-method"], ["bostonHousing"], [5], [0], log=messages.append)
+    data_dir = _data_root_or_skip("uci")
+    runs = harness.compare(["ivon", "map"], ["yacht"], [3], [0], num_samples=2, data_dir=data_dir, log=messages.append)
+    assert list(runs.method) == ["map"]
+    assert any("'ivon'" in m and "the-package" in m for m in messages)
+
+
+def test_mnist_runs_are_scored_out_of_distribution_and_under_rotation(tmp_path):
+    data_dir = _data_root_or_skip("MNIST", "FashionMNIST")
+    out = tmp_path / "runs.csv"
+    kwargs = dict(
+        num_samples=3, data_dir=data_dir, mnist_train_size=256, mnist_test_size=100, mnist_hidden=(16,), batch_size={"mnist": 64},
+        rotation_angles=(0, 90), extra={"ensemble": {"members": 2}}, out=out, log=lambda m: None,
+    )
+    runs = harness.compare(["map", "ensemble"], ["mnist"], [4], [0], **kwargs)
+    assert runs[["ood_auroc_entropy", "ood_auroc_mi"]].apply(lambda c: c.between(0, 1)).all().all()
+    assert runs.set_index("method").ood_auroc_mi["map"] == 0.5  # one draw: no mutual information anywhere
+    for r in runs.itertuples():
+        curve = json.loads(r.shift)
+        assert curve["angle"] == [0.0, 90.0] and all(0 <= e <= 100 for e in curve["error"])
+        # deterministic predictives (one network, a fixed ensemble): at 0 degrees the test set's own error
+        assert curve["error"][0] == pytest.approx(r.rmse_or_error, abs=1.0)  # up to one image in 100 flipped by interpolation rounding
+        assert r.shift_error == pytest.approx(sum(curve["error"]) / 2)
+    assert len(harness.shift_table(runs)) == 2 * 2
+    summary = harness.summarize(runs)
+    assert {"ood_auroc_entropy", "ood_auroc_mi_se", "shift_ece"} <= set(summary.columns)
+    fig = harness.plot_shift(runs)
+    assert len(fig.axes) == 2
+
+    # a file written before these columns existed resumes: its runs are kept, with blank OOD metrics
+    old = pd.read_csv(out)[harness.BASE_COLUMNS]
+    old.to_csv(out, index=False)
+    again = harness.compare(["map", "ensemble"], ["mnist"], [4], [0], resume=True, **kwargs)
+    assert list(again.columns) == harness.COLUMNS and len(again) == 2 and again.ood_auroc_entropy.isna().all()
 
 
 def test_unknown_dataset_is_an_error():

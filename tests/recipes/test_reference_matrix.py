@@ -1,0 +1,338 @@
+"""The combination matrix (issue 22, section 3): its axes are the package's exports, the quick
+configuration runs end to end against quick references built here (refusals carry the API's
+message, scores are finite, a rerun resumes, bad combinations are flagged), the quality bar is
+the stated prediction interval, the scores give known answers on the reference itself, and the
+comparison harness's reference metric is the distance it says. The full matrix is slow."""
+
+import inspect
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from scipy import stats
+
+import pyrozoo.guides
+import pyrozoo.inference
+import pyrozoo.models
+from pyrozoo.inference.prediction import PredictiveRecord
+from pyrozoo.models.priors import Prior
+from recipes import read_runs
+from recipes import reference_matrix as rm
+from recipes import reference_posteriors as ref
+
+ROOT = Path(__file__).resolve().parents[2]
+QUICK_PROBLEMS = ["yacht_mlp", "bostonHousing_linear_nig"]
+STATUSES = {"ok", "refused", "warned", "diverged", "failed", "below_quality"}
+
+
+def _data_or_skip(problem):
+    try:
+        return rm.load_problem(problem)
+    except FileNotFoundError as e:
+        pytest.skip(f"data not available: {e}")
+
+
+@pytest.fixture(scope="module")
+def quick_references(tmp_path_factory):
+    """Quick (unconverged, smoke) references of the quick problems, built by their script."""
+    for p in QUICK_PROBLEMS:
+        _data_or_skip(p)
+    from examples import reference_posteriors as build
+
+    directory = tmp_path_factory.mktemp("references")
+    build.main(["--quick", "--problems", ",".join(QUICK_PROBLEMS), "--results-dir", str(directory), "--no-progress"])
+    return directory
+
+
+@pytest.fixture(scope="module")
+def quick_matrix(quick_references, tmp_path_factory):
+    """The example's quick configuration, run in-process: ``(results folder, table)``."""
+    from examples import reference_matrix as script
+
+    results = tmp_path_factory.mktemp("matrix")
+    table = script.main(["--quick", "--results-dir", str(results), "--reference-dir", str(quick_references), "--no-progress"])
+    return results, table
+
+
+# -- the axes ------------------------------------------------------------------------------------
+
+
+def _exported(module, base):
+    return {n for n in module.__all__ if inspect.isclass(getattr(module, n)) and issubclass(getattr(module, n), base)}
+
+
+def test_the_axes_are_every_concrete_export():
+    """Every prior and guide class the package exports is an axis value, but the abstract
+    bases and FunctionPrior (which needs a user's function); every ELBO subclass of
+    pyrozoo.inference is an objective, beside Pyro's Trace_ELBO."""
+    priors = _exported(pyrozoo.models, Prior) - {"Prior", "IIDPrior", "GroupScalePrior", "FunctionPrior"}
+    assert set(rm.PRIORS) == priors
+    guides = {n for n in pyrozoo.guides.__all__ if inspect.isclass(getattr(pyrozoo.guides, n))} - {"SitewiseGuide"}
+    assert set(rm.GUIDES) == guides
+    import pyro.infer
+
+    objectives = _exported(pyrozoo.inference, pyro.infer.ELBO)
+    assert set(rm.OBJECTIVES) == objectives | {"Trace_ELBO"}
+    assert set(rm.SAMPLERS) == {"SGLD", "SGHMC", "SG-MCMC-SA"}
+
+
+def test_combinations_are_the_full_product_with_the_baseline_first():
+    bnn, plain = rm.combinations(), rm.combinations(plain=True)
+    assert len(bnn) == len(set(bnn)) == len(rm.PRIORS) * (len(rm.GUIDES) * len(rm.OBJECTIVES) + len(rm.SAMPLERS))
+    assert len(plain) == len(set(plain)) == len(rm.GUIDES) * len(rm.OBJECTIVES) + len(rm.SAMPLERS) - 1  # no SA without an SSGL prior
+    assert bnn[0] == rm.BASELINE and plain[0] == rm.PLAIN_BASELINE
+    assert {c.prior for c in plain} == {rm.OWN_PRIOR}
+
+
+def test_matrix_problems_are_the_bnn_references_and_two_plain_models():
+    problems = rm.matrix_problems()
+    bnn = [p for p in ref.reference_problems() if ref.PROBLEMS[p].kind != "nig"]
+    assert problems[: len(bnn)] == bnn and len(problems) == len(bnn) + 2
+    assert all(ref.PROBLEMS[rm.PLAIN_PROBLEMS[p]] for p in problems[len(bnn):])
+
+
+# -- the quick configuration, end to end ---------------------------------------------------------
+
+
+def test_quick_matrix_writes_every_planned_run_and_its_tables(quick_matrix):
+    results, table = quick_matrix
+    for name in ["reference_matrix_quick.csv", "reference_matrix_quick.md", "reference_matrix_quick_summary.md", "reference_matrix_quick_refusals.md", "reference_matrix_quick.png"]:
+        assert (results / name).is_file(), name
+    stored = read_runs(results / "reference_matrix_quick.csv", ["problem", "prior", "guide", "objective", "status", "message", "test_ll", "agreement", "total_variation", "w2", "seconds"], required=rm.KEY + ["status", "seconds"], missing_ok=False)
+    assert len(stored) == len(table)
+    from examples.reference_matrix import quick_combinations
+
+    for name in QUICK_PROBLEMS:
+        problem = rm.load_problem(name)
+        planned = rm.planned_runs(problem, [0, 1, 2], quick_combinations(problem))
+        rows = table[table.problem == name]
+        assert sorted(zip(rows.prior, rows.guide, rows.objective, rows.seed)) == sorted((c.prior, c.guide, c.objective, s) for c, s in planned)
+    assert set(table.status) <= STATUSES and "QUICK SMOKE" in (results / "reference_matrix_quick.md").read_text()
+
+
+def test_refused_rows_carry_the_apis_message(quick_matrix):
+    _, table = quick_matrix
+    refused = table[table.status == "refused"]
+    assert len(refused) >= 1
+    assert all(isinstance(m, str) and ": " in m and len(m) > 20 for m in refused.message)
+    # the sphere-valued directions of the RDP prior: refused by the mean-field guide, naming the guide to use
+    rdp = refused[(refused.prior == "RadialDirectionalPrior") & (refused.guide == "MeanFieldNormalGuide")]
+    assert len(rdp) == 1 and "RadialDirectionalGuide" in rdp.message.iloc[0]
+    assert refused.test_ll.isna().all()
+
+
+def test_rows_that_ran_have_finite_scores(quick_matrix):
+    _, table = quick_matrix
+    ran = table[table.status.isin(["ok", "below_quality", "warned"])]
+    assert len(ran) >= 8
+    assert np.isfinite(ran.test_ll.astype(float)).all() and np.isfinite(ran.w2.astype(float)).all() and (ran.seconds > 0).all()
+    assert ((ran.coverage90 >= 0) & (ran.coverage90 <= 1)).all()
+    exact = ran[ran.problem == "bostonHousing_linear_nig"]
+    assert np.isfinite(exact.mean_error.astype(float)).all() and np.isfinite(exact.cov_error.astype(float)).all()
+
+
+def test_a_rerun_resumes_and_a_changed_budget_or_reference_is_refused(quick_matrix, quick_references, tmp_path):
+    results, _ = quick_matrix
+    from examples.reference_matrix import quick_combinations
+
+    problem = rm.load_problem("bostonHousing_linear_nig")
+    lines = []
+    runs_dir = results / "reference_matrix_quick"
+    before = (runs_dir / "bostonHousing_linear_nig.csv").read_bytes()
+    frame = rm.run_problem(problem, rm.QUICK_BUDGET, [0, 1, 2], runs_dir=runs_dir, reference_dir=quick_references, quick_reference=True, combos=quick_combinations(problem), log=lines.append)
+    assert lines == [f"{problem.name}: {len(frame)} runs planned, {len(frame)} already done"]
+    assert (runs_dir / "bostonHousing_linear_nig.csv").read_bytes() == before
+    with pytest.raises(ValueError, match="another budget"):
+        rm.run_problem(problem, rm.Budget(steps=3), [0, 1, 2], runs_dir=runs_dir, reference_dir=quick_references, quick_reference=True, log=lines.append)
+    # the same reference written again (new file bytes, same arrays): its runs are reused
+    arrays = ref.load_npz(quick_references / "bostonHousing_linear_nig_quick.npz")
+    again = tmp_path / "again"
+    again.mkdir()
+    ref.save_npz(again / "bostonHousing_linear_nig_quick.npz", arrays)
+    rm.run_problem(problem, rm.QUICK_BUDGET, [0, 1, 2], runs_dir=runs_dir, reference_dir=again, quick_reference=True, combos=quick_combinations(problem), log=lines.append)
+    assert lines[-1] == lines[0]
+    # the same reference rebuilt differently: its runs are not reused
+    rebuilt = tmp_path / "rebuilt"
+    rebuilt.mkdir()
+    ref.save_npz(rebuilt / "bostonHousing_linear_nig_quick.npz", {**arrays, "posterior_b": arrays["posterior_b"] * 1.01})
+    with pytest.raises(ValueError, match="another stored reference"):
+        rm.run_problem(problem, rm.QUICK_BUDGET, [0, 1, 2], runs_dir=runs_dir, reference_dir=rebuilt, quick_reference=True, log=lines.append)
+
+
+def test_deliberately_bad_combinations_are_flagged(quick_matrix, quick_references):
+    """SGLD at 30 times its step: on the MLP it diverges (loudly); on the plain NIG model it
+    runs to the end without a run-time warning, and the quality bar catches it."""
+    _, table = quick_matrix
+    budget = rm.Budget(**{**rm.QUICK_BUDGET.__dict__, "step_scale": 30.0})
+    yacht = rm.load_problem("yacht_mlp")
+    row = rm.run_combination(yacht, rm.Combination("NormalPrior", rm.SAMPLES, "SGLD"), budget, 0, rm.reference_predictive("yacht_mlp", quick_references, quick=True))
+    assert row["run_status"] == "diverged" and "DivergenceError" in row["message"]
+    nig = rm.load_problem("bostonHousing_linear_nig")
+    row = rm.run_combination(nig, rm.Combination(rm.OWN_PRIOR, rm.SAMPLES, "SGLD"), budget, 0, rm.reference_predictive("bostonHousing_linear_nig", quick_references, quick=True))
+    row["budget"] = "deliberately bad"
+    judged = rm.assess(pd.concat([table[table.problem == "bostonHousing_linear_nig"], pd.DataFrame([row])], ignore_index=True)).iloc[-1]
+    assert judged.quality == "below" and judged.status != "ok"
+    if judged.run_status == "ok":  # silent at run time: the bar is what flags it
+        assert judged.status == "below_quality" and "w2" in judged.message
+
+
+# -- the quality bar -----------------------------------------------------------------------------
+
+
+def _rows(problem, kind, scores, prior="NormalPrior", guide="MeanFieldNormalGuide", objective="ClosedFormKL_ELBO"):
+    distance = "w2" if kind == "regression" else "total_variation"
+    return [
+        {"problem": problem, "kind": kind, "prior": prior, "guide": guide, "objective": objective, "seed": i, "run_status": "ok", "message": "", "test_ll": ll, distance: d}
+        for i, (ll, d) in enumerate(scores)
+    ]
+
+
+def test_the_bar_is_the_one_sided_t_prediction_interval_of_one_more_baseline_seed():
+    base = _rows("p", "regression", [(1.0, 0.30), (2.0, 0.20), (3.0, 0.25)])
+    margin_ll = stats.t.ppf(0.99, 2) * 1.0 * math.sqrt(1 + 1 / 3)
+    margin_w2 = max(stats.t.ppf(0.99, 2) * 0.05 * math.sqrt(1 + 1 / 3), rm.MARGIN_FLOORS["w2"])
+    bars = rm.quality_bars(pd.DataFrame(base))["p"]
+    assert bars["test_ll"]["margin"] == pytest.approx(margin_ll) and bars["test_ll"]["bar"] == pytest.approx(2.0 - margin_ll)
+    assert bars["w2"]["bar"] == pytest.approx(0.25 + margin_w2)
+    eps = 1e-6
+    cases = [
+        ("NormalPrior", 2.0 - margin_ll + eps, 0.25, "pass"),
+        ("NormalPrior", 2.0 - margin_ll - eps, 0.25, "below"),
+        ("NormalPrior", 2.0, 0.25 + margin_w2 + eps, "below"),
+        ("LogUniformPrior", 2.0, 10.0, "pass"),  # another prior's posterior: its distance is not judged
+        ("LogUniformPrior", 2.0 - margin_ll - eps, 0.25, "below"),
+    ]
+    rows = base + [{**_rows("p", "regression", [(ll, d)], prior=prior, guide="DeltaGuide")[0], "seed": 0} for prior, ll, d, _ in cases]
+    judged = rm.assess(pd.DataFrame(rows)).iloc[len(base):]
+    assert list(judged.quality) == [q for *_, q in cases]
+    assert list(judged.status) == ["below_quality" if q == "below" else "ok" for *_, q in cases]
+
+
+def test_a_warned_run_keeps_its_status_and_a_single_seed_gives_no_bar():
+    rows = _rows("c", "classification", [(-0.7, 0.05), (-0.71, 0.06), (-0.69, 0.05)])
+    rows.append({**rows[0], "guide": "DeltaGuide", "test_ll": -5.0, "run_status": "warned", "message": "PriorCollapseWarning: ..."})
+    judged = rm.assess(pd.DataFrame(rows)).iloc[-1]
+    assert (judged.status, judged.quality, judged.message) == ("warned", "below", "PriorCollapseWarning: ...")
+    lonely = rm.assess(pd.DataFrame(_rows("c", "classification", [(-0.7, 0.05)])))
+    assert list(lonely.quality) == ["n/a"] and list(lonely.status) == ["ok"]
+
+
+# -- the scores ----------------------------------------------------------------------------------
+
+
+def test_the_exact_posterior_scores_at_the_reference(quick_references):
+    """Draws from the NIG model's exact posterior: W2 to the reference's Student-t draws within
+    three times the distance between two independent halves of those, and the moment
+    errors within their Monte Carlo error (relative, ``~ sqrt((D + 1) / S)`` for the covariance)."""
+    problem = rm.load_problem("bostonHousing_linear_nig")
+    reference = rm.reference_predictive("bostonHousing_linear_nig", quick_references, quick=True)
+    stored = ref.load_reference("bostonHousing_linear_nig", quick_references, quick=True)
+    g = torch.Generator().manual_seed(0)
+    S = 1000
+    a, b = float(stored["posterior_a"]), float(stored["posterior_b"])
+    tau = torch.distributions.Gamma(torch.tensor(a, dtype=torch.float64), torch.tensor(b, dtype=torch.float64)).sample((S,))
+    chol = torch.linalg.cholesky(torch.as_tensor(stored["posterior_lambda_inv"]))
+    w = torch.as_tensor(stored["posterior_mu"]) + (torch.randn(S, chol.shape[0], generator=g, dtype=torch.float64) @ chol.T) * tau.rsqrt()[:, None]
+    x = problem.data.x_test
+    pred = rm.PosteriorDraws(f=w[:, :-1] @ x.T + w[:, -1:], noise=tau.rsqrt(), weights=w)
+    scores = rm.score_predictive(problem, pred, reference)
+    other = rm.PosteriorDraws(f=torch.as_tensor(stored["predictive_loc"]).expand(S, -1), noise=torch.full((S,), 1e-3, dtype=torch.float64))
+    half = len(reference.y_draws) // 2
+    floor = rm.metrics.wasserstein2_predictive(reference.y_draws[:half], reference.y_draws[half:])  # two independent halves
+    assert scores["w2"] < 3 * max(floor, 1e-3)
+    assert rm.score_predictive(problem, other, reference)["w2"] > 10 * scores["w2"]  # (almost) no spread: far
+    D = w.shape[1]
+    assert scores["cov_error"] < 3 * math.sqrt((D + 1) / S) and scores["mean_error"] < 0.05
+    assert scores["test_ll"] == pytest.approx(reference.test_ll, abs=0.02)
+    assert 0.8 < scores["coverage90"] <= 1.0
+
+
+def test_classification_scores_of_the_reference_itself():
+    probs = torch.tensor([[0.7, 0.2, 0.1], [0.1, 0.1, 0.8]], dtype=torch.float64)
+    problem = rm.MatrixProblem("c", "mnist_softmax", "classification", False, ref.ReferenceData(torch.zeros(2, 1), torch.tensor([0, 2]), torch.zeros(2, 1), torch.tensor([0, 1])), ref.get_problem("mnist_softmax"))
+    reference = rm.ReferencePredictive("mnist_softmax", probs=probs)
+    same = rm.score_predictive(problem, rm.PosteriorDraws(probs=probs.expand(3, -1, -1)), reference)
+    assert (same["agreement"], same["accuracy"]) == (1.0, 0.5) and same["total_variation"] == pytest.approx(0.0, abs=1e-12)
+    assert same["test_ll"] == pytest.approx(float((math.log(0.7) + math.log(0.1)) / 2))
+    flipped = rm.score_predictive(problem, rm.PosteriorDraws(probs=probs.flip(-1)[None]), reference)
+    assert flipped["agreement"] == 0.0 and flipped["total_variation"] == pytest.approx((0.6 + 0.7) / 2)
+
+
+def test_linear_weights_are_read_off_the_outputs_for_any_parameterisation():
+    """The conjugate BNN's [w, b] from its outputs at 0 and the unit vectors equal its sites."""
+    problem = _data_or_skip("bostonHousing_linear")
+    model = problem.build("NormalPrior", 0)
+    guide = rm.GUIDES["DeltaGuide"](model)
+    guide(problem.data.x_train, problem.targets)
+    pred = rm._predictive(problem, model, guide, 2, guide, 3)
+    median = guide.median()
+    expected = torch.cat([median["0.weight"].reshape(-1), median["0.bias"].reshape(-1)])
+    torch.testing.assert_close(pred.weights, expected.expand(3, -1))
+
+
+# -- the comparison harness ----------------------------------------------------------------------
+
+
+def test_harness_metric_is_the_function_space_distance_to_the_reference(quick_references):
+    stored = ref.load_reference("yacht_mlp", quick_references, quick=True)
+    f, x = torch.as_tensor(stored["f_draws"], dtype=torch.float64), torch.as_tensor(stored.x_test)
+    shift = 0.3
+
+    def record(outputs):
+        return PredictiveRecord("regression", pit=torch.zeros(len(x)), outputs_at=lambda x_other: outputs[..., None])
+
+    metrics = rm.harness_reference_metrics("yacht", 0, record(f + shift), x, quick_references, quick=True)
+    assert metrics["reference_w2_f"] == pytest.approx(shift, abs=1e-6)  # a translation moves every quantile by it
+    assert rm.harness_reference_metrics("yacht", 0, record(f), x, quick_references, quick=True)["reference_w2_f"] == pytest.approx(0.0, abs=1e-6)
+    nothing = [
+        rm.harness_reference_metrics("yacht", 1, record(f), x, quick_references, quick=True),  # another split
+        rm.harness_reference_metrics("yacht", 0, record(f), x + 1, quick_references, quick=True),  # other inputs
+        rm.harness_reference_metrics("wine", 0, record(f), x, quick_references, quick=True),  # no reference
+        rm.harness_reference_metrics("yacht", 0, PredictiveRecord("classification"), x, quick_references, quick=True),
+    ]
+    assert all(math.isnan(m["reference_w2_f"]) for m in nothing)
+
+
+# -- the committed matrix and the full run -------------------------------------------------------
+
+COMMITTED = ROOT / "docs" / "results" / "reference_matrix.csv"
+
+
+@pytest.mark.skipif(not COMMITTED.is_file(), reason="the matrix has not been run into docs/results yet")
+# the committed matrix covers the problems whose runs had finished (mnist_softmax and its plain
+# model); the UCI problems' runs wait on their references (issue 22's next leg): until then
+# this is an expected failure, reported as XPASS once the full matrix is in
+@pytest.mark.xfail(reason="matrix run in progress: UCI problems not yet in the committed matrix", strict=False)
+def test_committed_matrix_covers_every_combination_with_valid_rows():
+    table = read_runs(COMMITTED, rm.COLUMNS, required=rm.KEY + ["status", "run_status"], missing_ok=False)
+    first = table[table.seed == table.seed.min()]
+    for problem in rm.matrix_problems():
+        rows = first[first.problem == problem]
+        plain = problem in rm.PLAIN_PROBLEMS
+        assert set(zip(rows.prior, rows.guide, rows.objective)) == {(c.prior, c.guide, c.objective) for c in rm.combinations(plain)}, problem
+        assert (table[(table.problem == problem)].pipe(lambda t: t[(t.guide == "MeanFieldNormalGuide") & (t.objective == "ClosedFormKL_ELBO") & t.prior.isin([rm.BASELINE.prior, rm.OWN_PRIOR])]).seed.nunique()) >= rm.MIN_SEEDS
+    assert set(table.status) <= STATUSES
+    assert table[table.status != "ok"].message.map(lambda m: isinstance(m, str) and len(m) > 0).all()
+    ran = table[table.status.isin(["ok", "below_quality"])]
+    assert np.isfinite(ran.test_ll.astype(float)).all()
+    # the status is the stated rule applied to the stored rows
+    assert (rm.assess(table).status.values == table.status.values).all()
+
+
+@pytest.mark.slow
+def test_full_matrix_against_the_committed_references(tmp_path):
+    """The whole matrix at the default budget (about 45 minutes on two shared cores)."""
+    from examples import reference_matrix as script
+
+    for name in rm.matrix_problems():
+        try:
+            rm.reference_predictive(rm.load_problem(name).reference)
+        except FileNotFoundError as e:
+            pytest.skip(str(e))
+    table = script.main(["--results-dir", str(tmp_path), "--reference-dir", str(ref.default_results_dir()), "--jobs", "2", "--no-progress"])
+    counts = rm.counts(table)
+    assert counts["combinations"] == sum(len(rm.combinations(p in rm.PLAIN_PROBLEMS)) for p in rm.matrix_problems())
+    assert table[table.status == "refused"].message.map(lambda m: isinstance(m, str) and len(m) > 0).all()
