@@ -154,7 +154,7 @@ def main(argv=None):
     )
     save_table(rm.wide_table(table), stem, args.results_dir, title="Reference matrix: every prior x guide x objective / sampler, scored against the reference posteriors", notes=page_notes)
     atomic.write_csv(table, Path(args.results_dir) / f"{stem}.csv")
-    save_table(rm.refusals(table), f"{stem}_refusals", args.results_dir, title="Reference matrix: the API's refusals (distinct messages)", notes=text, allow_empty=True)
+    save_table(rm.refusals(table), f"{stem}_refusals", args.results_dir, title="Reference matrix: the API's refusals (distinct messages)", notes=f"The distinct messages of the refused cells of {stem}.csv (first seed), each with the number of cells and problems it refused and one of its combinations.", allow_empty=True)
     save_table(rm.summary(table, args.reference_dir, args.quick), f"{stem}_summary", args.results_dir, title="Reference matrix: per problem", notes=text)
     save_figure(rm.plot_heatmap(table), stem, args.results_dir)
     c = rm.counts(table)

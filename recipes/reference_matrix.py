@@ -439,7 +439,7 @@ def run_combination(problem: MatrixProblem, combo: Combination, budget: Budget, 
     row["warnings"] = ";".join(dict.fromkeys(w.category.__name__ for w in run_warnings))
     diverged = any(e.get("status") == "diverged" for e in events) or any(issubclass(w.category, DivergenceWarning) for w in run_warnings)
     if error is not None:
-        text = f"{type(error).__name__}: {' '.join(str(error).split())}"
+        text = clean_message(f"{type(error).__name__}: {str(error)}")
         if isinstance(error, DivergenceError):
             row.update(run_status="diverged", message=f"{stage.name}: {text}")
         elif stage.name == "construction":
@@ -460,8 +460,14 @@ def run_combination(problem: MatrixProblem, combo: Combination, budget: Budget, 
 def _first_message(caught, category=Warning) -> str:
     for w in caught:
         if issubclass(w.category, category):
-            return f"{w.category.__name__}: {' '.join(str(w.message).split())}"
+            return clean_message(f"{w.category.__name__}: {w.message}")
     return ""
+
+
+def clean_message(text: str) -> str:
+    """A message on one line, without the table of trace shapes Pyro appends to an error
+    raised inside a trace (the API's own words are before it)."""
+    return " ".join(str(text).split(" Trace Shapes:")[0].split("\nTrace Shapes:")[0].split())
 
 
 def _train_and_predict(problem: MatrixProblem, combo: Combination, budget: Budget, seed: int, stage: _Stage) -> PosteriorDraws:
@@ -740,7 +746,7 @@ def assess(rows: pd.DataFrame) -> pd.DataFrame:
             message.append(why)
         else:
             status.append(r["run_status"])
-            message.append(r["message"] if isinstance(r["message"], str) else "")
+            message.append(clean_message(r["message"]) if isinstance(r["message"], str) else "")
     rows["quality"], rows["status"], rows["message"] = quality, status, message
     return rows
 
