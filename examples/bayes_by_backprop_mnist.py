@@ -1,7 +1,8 @@
 """Bayes by Backprop on MNIST (Blundell et al. 2015), with Graves-style pruning.
 
 An MLP (784-400-400-10 by default) with the scale-mixture prior (eq. 7) and a mean-field
-Gaussian posterior is trained with the Monte Carlo ELBO (one weight sample per minibatch,
+Gaussian posterior (the declaration ``bbb``; protocol in :mod:`recipes.bayes_by_backprop`)
+is trained with the Monte Carlo ELBO (one weight sample per minibatch,
 as in the paper; ``--estimator local`` for local reparameterization), optionally with the
 minibatch KL weights of eq. 9 (``--kl-weights blundell``). Reported: test error with the
 posterior predictive (``--num-samples`` draws) and at the posterior mean, then the
@@ -11,27 +12,38 @@ weights kept and test error before and after.
 Writes ``docs/results/bayes_by_backprop_mnist.{csv,md}``,
 ``bayes_by_backprop_mnist_pruning.{csv,md,png}``.
 
+``--data`` takes a user's images instead of MNIST (an ``.npz`` with ``x``, ``y``, optionally
+``x_test``, ``y_test``): the MLP reads them flattened, with an output per class, so any image
+size runs; the files are named after the data set (``bayes_by_backprop_<name>*``) and have no
+published rows.
+
     python examples/bayes_by_backprop_mnist.py --epochs 50
+    python examples/bayes_by_backprop_mnist.py --data digits.npz --epochs 20
     python examples/bayes_by_backprop_mnist.py --quick
 """
 
 import argparse
-import math
 from pathlib import Path
 
 import pandas as pd
 import pyro
 
-from pyrozoo.compression.graves import pruning_curve
 from pyrozoo.data import load_mnist
-from pyrozoo.guides import MeanFieldNormalGuide
-from pyrozoo.inference import BlundellKLReweighting, ClosedFormKL_ELBO, evaluate, fit
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical, ScaleMixturePrior
 from pyrozoo.reporting import save_figure, save_table, to_markdown
-from recipes.cli import add_common_arguments, device_from_args, finite_float, non_negative_float_list, positive_float, positive_int, probability, run_main
-
-#: Blundell et al. (2015), Table 1: test error (%) of BBB with the scale-mixture prior
-PUBLISHED_ERROR = {400: 1.36, 800: 1.34, 1200: 1.32}
+from recipes.bayes_by_backprop import INIT_SCALE, PUBLISHED_ERROR, pruning, scores, settings, train
+from recipes.cli import (
+    add_common_arguments,
+    add_image_data_arguments,
+    device_from_args,
+    finite_float,
+    image_data,
+    image_data_note,
+    non_negative_float_list,
+    positive_float,
+    positive_int,
+    probability,
+    run_main,
+)
 
 
 def main(argv=None):
@@ -43,56 +55,56 @@ def main(argv=None):
     parser.add_argument("--pi", type=probability, default=0.5, help="weight of the wide mixture component, in [0, 1]")
     parser.add_argument("--log-sigma1", type=finite_float, default=0.0, help="-log sigma1 (wide component)")
     parser.add_argument("--log-sigma2", type=finite_float, default=6.0, help="-log sigma2 (narrow component)")
-    parser.add_argument("--init-scale", type=positive_float, default=math.log1p(math.exp(-5.0)), help="initial posterior sd (softplus(-5) as in the paper)")
+    parser.add_argument("--init-scale", type=positive_float, default=INIT_SCALE, help="initial posterior sd (softplus(-5) as in the paper)")
     parser.add_argument("--kl-weights", choices=["uniform", "blundell"], default="blundell", help="minibatch KL weighting (eq. 9)")
     parser.add_argument("--estimator", choices=["weights", "local"], default="weights", help="one weight sample per minibatch, or local reparameterization")
     parser.add_argument("--num-samples", type=positive_int, default=20, help="posterior draws for the predictive")
     parser.add_argument("--thresholds", type=non_negative_float_list, default="0.5,1,1.5,2,3", help="|mu/sigma| pruning thresholds")
     parser.add_argument("--checkpoint", type=Path, default=None, help="training checkpoint (resumed if present)")
     add_common_arguments(parser)
+    add_image_data_arguments(parser)
     args = parser.parse_args(argv)
     device = device_from_args(args)
+    # a user's images, read and checked before any work
+    own = image_data(args, bundled=("mnist",))
     pyro.enable_validation(False)
     pyro.set_rng_seed(args.seed)
-    x_train, y_train = load_mnist("mnist", train=True, data_dir=args.data_dir)
-    x_test, y_test = load_mnist("mnist", train=False, data_dir=args.data_dir)
+    if own is not None:
+        (x_train, y_train), (x_test, y_test) = (own.x_train, own.y_train), (own.x_test, own.y_test)
+        num_classes, data_name = own.num_classes, own.dataset
+    else:
+        x_train, y_train = load_mnist("mnist", train=True, data_dir=args.data_dir)
+        x_test, y_test = load_mnist("mnist", train=False, data_dir=args.data_dir)
+        num_classes, data_name = 10, "MNIST"
     hidden, epochs = args.hidden, args.epochs
     if args.quick:
         x_train, y_train, x_test, y_test, hidden, epochs = x_train[:1000], y_train[:1000], x_test[:500], y_test[:500], 32, 2
     x_train, y_train = x_train.flatten(1).to(device), y_train.to(device)
     x_test, y_test = x_test.flatten(1).to(device), y_test.to(device)
 
-    prior = ScaleMixturePrior(args.pi, math.exp(-args.log_sigma1), math.exp(-args.log_sigma2))
-    model = BayesianNeuralNetwork(MLP(784, [hidden, hidden], 10).to(device), prior, Categorical(len(x_train)))
-    guide = MeanFieldNormalGuide(model, init_scale=args.init_scale)
-    history = fit(
-        model, guide, (x_train, y_train), epochs=epochs, batch_size=args.batch_size, lr=args.lr,
-        objective=ClosedFormKL_ELBO(), estimator="local" if args.estimator == "local" else None,
-        kl_schedule=BlundellKLReweighting() if args.kl_weights == "blundell" else None,
+    s = settings(args.pi, args.log_sigma1, args.log_sigma2, args.init_scale, args.kl_weights)
+    model, guide, history = train(
+        (x_train, y_train), s, hidden=hidden, epochs=epochs, batch_size=args.batch_size, lr=args.lr, num_classes=num_classes,
+        estimator="local" if args.estimator == "local" else None,
         device=device, seed=args.seed, checkpoint=args.checkpoint, progress=not args.no_progress,
     )
     train_seconds = float(history.seconds.sum())  # over all epochs, also those before a resume
-
-    def test_metrics():
-        predictive = evaluate(model, guide, x_test, y_test, num_samples=args.num_samples, batch_size=2000)
-        median = {name: value.unsqueeze(0) for name, value in guide.median().items()}
-        mean_net = evaluate(model, guide, x_test, y_test, num_samples=1, batch_size=2000, samples=median)
-        return {"test_error": predictive["error"], "test_error_posterior_mean": mean_net["error"], "test_ll": predictive["test_ll"]}
-
-    metrics = test_metrics()
-    stem = "bayes_by_backprop_mnist" + ("_quick" if args.quick else "")
-    config = f"784-{hidden}-{hidden}-10, pi={args.pi}, -log sigma1={args.log_sigma1}, -log sigma2={args.log_sigma2}, {epochs} epochs, batch {args.batch_size}, Adam lr {args.lr}, KL weights {args.kl_weights}, estimator {args.estimator}"
+    metrics = scores(model, guide, x_test, y_test, args.num_samples)
+    stem = "bayes_by_backprop_" + ("mnist" if own is None else own.dataset) + ("_quick" if args.quick else "")
+    config = f"{x_train.shape[-1]}-{hidden}-{hidden}-{num_classes}, pi={args.pi}, -log sigma1={args.log_sigma1}, -log sigma2={args.log_sigma2}, {epochs} epochs, batch {args.batch_size}, Adam lr {args.lr}, KL weights {args.kl_weights}, estimator {args.estimator}"
     rows = [
         {"source": "measured (this repository)", "network": f"2x{hidden}", "epochs": len(history) and int(history.epoch.iloc[-1]), **metrics, "train_seconds": train_seconds},
     ]
-    if hidden in PUBLISHED_ERROR:
+    if hidden in PUBLISHED_ERROR and own is None:  # nothing published for a user's data
         rows.append({"source": "Blundell et al. 2015, Table 1 (published)", "network": f"2x{hidden}", "test_error": PUBLISHED_ERROR[hidden]})
     table = pd.DataFrame(rows)
-    save_table(table, stem, args.results_dir, title="Bayes by Backprop on MNIST", notes=f"Measured configuration: {config}. Test error in percent; `test_error` uses the posterior predictive with {args.num_samples} draws, `test_error_posterior_mean` the network at the posterior mean.")
+    notes = f"Measured configuration: {config}. Test error in percent; `test_error` uses the posterior predictive with {args.num_samples} draws, `test_error_posterior_mean` the network at the posterior mean."
+    if own is not None:
+        notes += " " + image_data_note(own, args.data)
+    save_table(table, stem, args.results_dir, title=f"Bayes by Backprop on {data_name}", notes=notes)
     print(to_markdown(table))
 
-    thresholds = args.thresholds
-    curve = pruning_curve(guide, thresholds, test_metrics, include=lambda name: name.endswith("weight"))
+    curve = pruning(model, guide, x_test, y_test, args.num_samples, args.thresholds)
     save_table(curve, stem + "_pruning", args.results_dir, title="Graves-style pruning of the BBB posterior by |mu/sigma|", notes="Threshold 0 is the unpruned network; weights with |mu/sigma| below the threshold are set to exactly zero. Biases are kept.")
     print(to_markdown(curve))
     try:
@@ -107,7 +119,7 @@ def main(argv=None):
         ax.set_xscale("log")
         ax.set_xlabel("weights kept (%)")
         ax.set_ylabel("test error (%)")
-        ax.set_title("BBB on MNIST: signal-to-noise pruning")
+        ax.set_title(f"BBB on {data_name}: signal-to-noise pruning")
         ax.legend()
         save_figure(fig, stem + "_pruning", args.results_dir)
     except ImportError:

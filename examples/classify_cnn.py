@@ -37,7 +37,15 @@ later: a larger ``--epochs`` continues the same chain and online average, and ad
     python examples/classify_cnn.py --method adam,dropout,sghmc,sghmc-sa --dataset fashion --fgsm
     python examples/classify_cnn.py --method sghmc,sghmc-sa --fgsm --fgsm-protocol posterior,authors
     python examples/classify_cnn.py --method sghmc,sghmc-sa --dataset mnist --epochs 20 --burn-in-epochs 10
+    python examples/classify_cnn.py --method adam,sghmc-sa --data digits.npz --epochs 20
     python examples/classify_cnn.py --quick
+
+``--data`` takes a user's images instead (an ``.npz`` with ``x``, ``y``, optionally ``x_test``,
+``y_test``): the network is built for MNIST's 1 x 28 x 28 inputs, so they must have that shape
+(anything else stops before any work, saying so); its output is sized to their classes, the
+samplers' inverse temperature is MNIST's unless ``--tau`` is given, and the results are named
+after the data set and a digest of the file (``classify_cnn_<name>_<digest>.csv``: changed
+images never resume or skip the runs on the old), without published numbers.
 """
 
 import argparse
@@ -48,11 +56,15 @@ import pandas as pd
 import pyro
 
 from pyrozoo import atomic
+from pyrozoo.data import check_input_shape
 from pyrozoo.reporting import save_figure, save_table, to_markdown
 from pyrozoo.utils import set_seed
 from recipes import read_runs
-from recipes.cli import add_common_arguments, device_from_args, fraction, name_list, non_negative_int, positive_float, positive_int, run_main, select_methods, settings_digest
-from recipes.cnn import DATASETS, FGSM_PROTOCOLS, METHODS, PUBLISHED, fgsm_curve, is_sampler, load
+from recipes.cli import (
+    add_common_arguments, add_image_data_arguments, device_from_args, file_digest, fraction, image_data, image_data_note, name_list, non_negative_int,
+    positive_float, positive_int, run_main, select_methods, settings_digest,
+)
+from recipes.cnn import DATASETS, FGSM_PROTOCOLS, INPUT_SHAPE, METHODS, NETWORK, NUM_CLASSES, PUBLISHED, fgsm_curve, is_sampler, load
 from recipes.cnn import run as run_method
 
 COLUMNS = ["method", "dataset", "seed", "epochs", "thin", "burn_in", "accuracy", "test_ll", "ece", "samples", "train_seconds"]
@@ -88,7 +100,7 @@ def plot_fgsm(table, results_dir, stem):
         for (method, protocol, epochs), group in table[table.dataset == dataset].groupby(["method", "protocol", "epochs"], sort=False):
             label = method + (f", {protocol}" if table.protocol.nunique() > 1 else "") + (f", {epochs} epochs" if table.epochs.nunique() > 1 else "")
             ax.plot(group.epsilon, 100 * group.accuracy, marker="o", linestyle="--" if protocol == "authors" else "-", label=label)
-        ax.set_title(f"FGSM, {DATASETS[dataset]}")
+        ax.set_title(f"FGSM, {DATASETS.get(dataset, dataset)}")
         ax.set_xlabel("attack strength epsilon")
         ax.set_ylabel("accuracy (%)")
         ax.legend()
@@ -99,12 +111,12 @@ def plot_fgsm(table, results_dir, stem):
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--method", type=name_list, default="sghmc-sa", help=f"one of {', '.join(METHODS)}, a comma-separated list or 'all'")
-    parser.add_argument("--dataset", default="mnist", choices=list(DATASETS))
+    parser.add_argument("--dataset", default=None, choices=list(DATASETS), help="a bundled data set (default mnist; none with --data)")
     parser.add_argument("--epochs", type=positive_int, default=100)
     parser.add_argument("--batch-size", type=positive_int, default=1000, help="the paper: 1000")
     parser.add_argument("--lr", type=positive_float, default=5e-7, help="sampler step size on the N/n-scaled log-joint (the paper: 5e-7)")
     parser.add_argument("--adam-lr", type=positive_float, default=1e-3)
-    parser.add_argument("--tau", type=positive_float, default=None, help="inverse temperature (default: 1000 MNIST, 2500 Fashion-MNIST)")
+    parser.add_argument("--tau", type=positive_float, default=None, help="inverse temperature (default: 1000 MNIST and a user's images, 2500 Fashion-MNIST)")
     parser.add_argument("--thin", type=positive_int, default=500, help="iterations between averaged samples (the paper: 500)")
     parser.add_argument("--burn-in", type=fraction, default=0.3, help="fraction of the iterations before averaging starts")
     parser.add_argument("--burn-in-epochs", type=non_negative_int, default=None,
@@ -122,12 +134,19 @@ def parse_args(argv=None):
     parser.add_argument("--out", type=Path, default=None,
                         help="per-run CSV (default <results-dir>/classify_cnn.csv); runs already in it are skipped; its tables and plots are written beside it")
     add_common_arguments(parser)
+    add_image_data_arguments(parser)
     args = parser.parse_args(argv)
+    if args.data is not None and args.dataset is not None:
+        parser.error("give --dataset or --data, not both")
+    args.dataset = args.dataset or ("mnist" if args.data is None else None)  # a user's: the name of its file, when it is read
+    args.num_classes = NUM_CLASSES
     args.methods = select_methods(parser, args.method, METHODS)
     args.fgsm_protocols = args.fgsm_protocol
     if any(p not in FGSM_PROTOCOLS for p in args.fgsm_protocols):
         parser.error(f"--fgsm-protocol takes a comma-separated list from {', '.join(FGSM_PROTOCOLS)}, got {','.join(args.fgsm_protocol)!r}")
     changed = [(k, getattr(args, k)) for k in TRAINING_SETTINGS if getattr(args, k) != parser.get_default(k)]
+    if args.data is not None:  # a run on changed images never resumes one on the old
+        changed.append(("data", file_digest(args.data)))
     args.settings_tag = "_" + settings_digest(changed) if changed else ""
     if args.quick:
         args.epochs, args.batch_size, args.thin, args.burn_in, args.fgsm_examples = 2, 128, 2, 0.5, 64
@@ -163,7 +182,13 @@ def main(argv=None):
     args = parse_args(argv)
     device = device_from_args(args)
     pyro.enable_validation(False)
-    out = args.out or args.results_dir / f"classify_cnn{'_quick' if args.quick else ''}{args.settings_tag}.csv"
+    # a user's images, read and checked before any work
+    own = image_data(args, bundled=DATASETS, pixels_in_unit_interval="FGSM clips the attacked images to [0, 1]" if args.fgsm else None)
+    if own is not None:
+        check_input_shape(own, INPUT_SHAPE, NETWORK)
+        args.dataset, args.num_classes = own.dataset, own.num_classes
+    prefix = "classify_cnn" + (f"_{own.dataset}" if own is not None else "")
+    out = args.out or args.results_dir / f"{prefix}{'_quick' if args.quick else ''}{args.settings_tag}.csv"
     stem, tables_dir = out.stem, out.parent
     fgsm_path = out.with_name(stem + "_fgsm.csv")
     # finished runs are skipped: a row without its key or numbers is an error, never a result
@@ -181,7 +206,7 @@ def main(argv=None):
         if _key(run) in done and not curves:
             print(f"{method} on {args.dataset} (seed {args.seed}, {args.epochs} epochs) is already in {out}; skipped")
             continue
-        data = data or load(args.dataset, args.data_dir, args.quick, device)
+        data = data or load(args.dataset, args.data_dir, args.quick, device, images=own)
         run_dir = args.run_dir / run_dir_name(method, args) / ("quick" if args.quick else "full")
         run_dir.mkdir(parents=True, exist_ok=True)
         set_seed(args.seed)
@@ -207,21 +232,29 @@ def main(argv=None):
     if not rows:
         return 0
     results = pd.DataFrame(rows, columns=COLUMNS)
-    results["published_accuracy"] = [PUBLISHED.get((m, d), math.nan) for m, d in zip(results.method, results.dataset)]
+    published = [PUBLISHED.get((m, d), math.nan) for m, d in zip(results.method, results.dataset)]
+    if not all(math.isnan(p) for p in published):  # a user's data set has no published column
+        results["published_accuracy"] = published
     notes = (
         "Measured by `examples/classify_cnn.py` (test accuracy in %, test log-likelihood and ECE of the predictive; "
-        "samplers: the step-size-weighted posterior average over `samples` thinned samples). `published_accuracy` is "
-        "Deng et al. (2019), Table 2 (published; Vanilla = adam, Dropout = dropout; thinning 500 iterations; their epoch "
-        "count is not stated). `epochs`, `thin` (iterations between averaged samples) and `burn_in` (fraction of the "
+        "samplers: the step-size-weighted posterior average over `samples` thinned samples). "
+        + ("`published_accuracy` is Deng et al. (2019), Table 2 (published; Vanilla = adam, Dropout = dropout; thinning 500 iterations; their epoch "
+           "count is not stated). " if "published_accuracy" in results else "")
+        + "`epochs`, `thin` (iterations between averaged samples) and `burn_in` (fraction of the "
         "iterations before averaging starts) give each run's length here; the paper's other settings (batch 1000, lr 5e-7, "
         "omega_k = (k + 1000)^(-3/4), tau = 1000 / 2500) are this script's defaults. `train_seconds` covers every leg of a run."
     )
-    save_table(results, stem, tables_dir, title="2-Conv-2-FC CNN without augmentation (Deng et al. 2019, Table 2)", notes=notes)
+    title = "2-Conv-2-FC CNN without augmentation (Deng et al. 2019, Table 2)"
+    if own is not None:
+        notes += " " + image_data_note(own, args.data) + (f" Inverse temperature {args.tau:g}." if args.tau is not None else " Inverse temperature 1000 (MNIST's).")
+        title = f"2-Conv-2-FC CNN without augmentation on {own.dataset} (the protocol of Deng et al. 2019)"
+    save_table(results, stem, tables_dir, title=title, notes=notes)
     print()
     print(to_markdown(results))
     if fgsm_rows:
         table = pd.DataFrame(fgsm_rows, columns=FGSM_COLUMNS)
-        save_table(table, stem + "_fgsm", tables_dir, title="FGSM accuracy (fraction) on MNIST / Fashion-MNIST test images (Deng et al. 2019, Fig. 2)",
+        images = "MNIST / Fashion-MNIST" if own is None else own.dataset
+        save_table(table, stem + "_fgsm", tables_dir, title=f"FGSM accuracy (fraction) on {images} test images (Deng et al. 2019, Fig. 2)",
                    notes="Measured by `examples/classify_cnn.py --fgsm`. protocol `posterior`: x_adv = clip(x + epsilon sign(grad_x -log p(y|x)), 0, 1) "
                          "against the posterior-averaged p (mean of the samples' probabilities) and the true label y, scored by that p. "
                          "protocol `authors` (Deng et al.'s tools/attacker.py): x_adv crafted once against the first averaged sample "

@@ -18,6 +18,13 @@ Examples::
     python examples/compress_lenet.py --method bc-gnj,bc-ghs --arch lenet5 --epochs 30
     python examples/compress_lenet.py --summarize a.csv b.csv --table-stem compress_lenet
     python examples/compress_lenet.py --quick          # smoke run used by the tests
+    python examples/compress_lenet.py --method sparse-vd --arch lenet300 --data digits.npz
+
+``--data`` takes a user's images instead of MNIST (an ``.npz`` with ``x``, ``y``, optionally
+``x_test``, ``y_test``): LeNet-300-100 reads them flattened whatever their shape, with an output
+per class; LeNet-5-Caffe is built for MNIST's 1 x 28 x 28 and stops before any work on another
+shape. The files are named after the data set (``compress_lenet_<name>_runs.csv``, ...), and
+its table has no published rows.
 
 Methods register in ``recipes/compress_*.py`` (``--list-methods``); a module may
 define ``PUBLISHED``, a list of dicts with ``method, arch, test_error, compression_ratio`` and
@@ -37,9 +44,13 @@ from pyrozoo.data import load_mnist
 from pyrozoo.reporting import save_table, to_markdown
 from pyrozoo.utils import set_seed
 from recipes import read_runs
-from recipes.cli import add_common_arguments, device_from_args, existing_file, name_list, parse_seeds, positive_float, positive_int, run_main, settings_digest
+from recipes.cli import (
+    add_common_arguments, add_image_data_arguments, device_from_args, existing_file, file_digest, image_data, image_data_note, name_list, parse_seeds,
+    positive_float, positive_int, run_main, settings_digest,
+)
 from recipes.config import RunConfig
 from recipes.lenet import ARCHITECTURES, CSV_COLUMNS, available_methods
+from recipes.lenet_recipes import check_network_input
 
 TABLE_COLUMNS = ["method", "arch", "source", "test_error", "compression_ratio", "params_kept", "flops", "pruned_architecture", "per_layer_sparsity", "bits", "compression_with_bits", "epochs"]
 
@@ -73,6 +84,7 @@ def parse_args(argv=None):
                              f"(default {DEFAULT_CHECKPOINT_DIR}, none with --quick; a 'checkpoint' in --extra takes precedence)")
     parser.add_argument("--list-methods", action="store_true")
     add_common_arguments(parser)
+    add_image_data_arguments(parser)
     args = parser.parse_args(argv)
     try:
         args.extra = json.loads(args.extra)
@@ -100,12 +112,13 @@ def published_rows() -> pd.DataFrame:
 
 def build_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Our runs (``source = "measured (this repository)"``) beside the published rows for the
-    same (method, architecture) pairs."""
+    same (method, architecture) pairs on MNIST (a user's data set has none)."""
     ours = runs.copy()
     ours["source"] = "measured (this repository)"
     published = published_rows()
     if len(published):
-        keys = set(zip(runs["method"], runs["arch"]))
+        on_mnist = runs if "dataset" not in runs else runs[runs["dataset"].fillna("mnist") == "mnist"]
+        keys = set(zip(on_mnist["method"], on_mnist["arch"]))
         published = published[[(m, a) in keys for m, a in zip(published["method"], published["arch"])]]
     table = pd.concat([ours, published], ignore_index=True, sort=False)
     for column in TABLE_COLUMNS:
@@ -134,14 +147,23 @@ def main(argv=None):
         if name not in methods:
             sys.exit(f"unknown method {name!r}; available: {', '.join(sorted(methods))}")
     seeds = args.seeds or [args.seed]
-    out = args.out or (args.results_dir / "compress_lenet_runs.csv")
+    # a user's images, read and checked before any work
+    own = image_data(args, bundled=("mnist",))
+    if own is not None:
+        for arch in archs:
+            check_network_input(own, arch)
+    prefix = "compress_lenet" + (f"_{own.dataset}" if own is not None else "")
+    out = args.out or (args.results_dir / f"{prefix}_runs.csv")
     details_path = out.with_name(out.stem + "_details.csv")
     # the finished runs (skipped with --resume), checked before any training
     rows = read_runs(details_path, CSV_COLUMNS, required=RUN_REQUIRED, numeric=["seed", "test_error", "params_total", "params_kept", "compression_ratio"]).to_dict("records") if args.resume else []
     checkpoints = args.checkpoint_dir if args.checkpoint_dir is not None else (None if args.quick else DEFAULT_CHECKPOINT_DIR)
     device = device_from_args(args)
-    train = load_mnist("mnist", train=True, data_dir=args.data_dir)
-    test = load_mnist("mnist", train=False, data_dir=args.data_dir)
+    if own is not None:
+        train, test = (own.x_train, own.y_train), (own.x_test, own.y_test)
+    else:
+        train = load_mnist("mnist", train=True, data_dir=args.data_dir)
+        test = load_mnist("mnist", train=False, data_dir=args.data_dir)
     if args.quick:
         train = (train[0][:1000], train[1][:1000])
         test = (test[0][:500], test[1][:500])
@@ -155,8 +177,12 @@ def main(argv=None):
                 run_extra = dict(extra)
                 if checkpoints is not None and "checkpoint" not in run_extra:
                     trained = {k: v for k, v in extra.items() if k not in EVALUATION_SETTINGS}
-                    digest = settings_digest([args.epochs, args.batch_size, args.lr, sorted(trained.items())])
+                    # a user's data set: its name and contents too, so a changed file never resumes a stale run
+                    data = [] if own is None else [own.dataset, file_digest(args.data)]
+                    digest = settings_digest([args.epochs, args.batch_size, args.lr, sorted(trained.items())] + data)
                     run_extra["checkpoint"] = str(checkpoints / f"{name}_{arch}_seed{seed}_{digest}.pt")
+                if own is not None:  # the network's inputs and outputs (recipes.lenet_recipes.network_for)
+                    run_extra.update(input_shape=own.input_shape, num_classes=own.num_classes)
                 config = RunConfig(
                     arch=arch, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, device=device,
                     seed=seed, quick=args.quick, progress=not args.no_progress, extra=run_extra,
@@ -166,7 +192,7 @@ def main(argv=None):
                 row = {
                     "method": name,
                     "arch": arch,
-                    "dataset": "mnist",
+                    "dataset": "mnist" if own is None else own.dataset,
                     "seed": seed,
                     "test_error": result.test_error,
                     "params_total": result.params_total,
@@ -181,11 +207,11 @@ def main(argv=None):
                 atomic.write_csv(runs[CSV_COLUMNS], out)
                 atomic.write_csv(runs, details_path)
     runs = pd.DataFrame(rows)
-    stem = args.table_stem or f"compress_lenet_{'-'.join(names)}_{'-'.join(archs)}"
-    return _report(runs, args, stem)
+    stem = args.table_stem or f"{prefix}_{'-'.join(names)}_{'-'.join(archs)}"
+    return _report(runs, args, stem, own)
 
 
-def _report(runs: pd.DataFrame, args, stem: str) -> pd.DataFrame:
+def _report(runs: pd.DataFrame, args, stem: str, own=None) -> pd.DataFrame:
     details = []
     if args.summarize:
         for p in args.summarize:
@@ -203,9 +229,13 @@ def _report(runs: pd.DataFrame, args, stem: str) -> pd.DataFrame:
         "multiply-accumulates of the kept weights per example; pruned_architecture = kept conv output "
         "channels and linear input features (pyrozoo/compression/counting.py).",
     ]
+    if own is not None:
+        notes.append(image_data_note(own, args.data) + " No published results exist for it.")
     if args.notes:
         notes.append(args.notes)
-    save_table(table, stem, args.results_dir, title="LeNet compression on MNIST", notes="\n\n".join(notes))
+    datasets = list(dict.fromkeys(runs["dataset"].fillna("mnist"))) if "dataset" in runs else ["mnist"]
+    title = "LeNet compression on " + ", ".join("MNIST" if d == "mnist" else str(d) for d in datasets)
+    save_table(table, stem, args.results_dir, title=title, notes="\n\n".join(notes))
     return table
 
 

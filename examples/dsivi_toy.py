@@ -9,6 +9,8 @@ Posterior family: ``τ ~ Gamma(α, β)``, ``z | τ ~ N(μ, diag(s²)/τ)`` with 
 marginals (multivariate t), which gives the "MC KL" baseline (exact log-densities at samples)
 and the exact KL(q || p) by which every fit is scored. Σ is not diagonal, so the best member
 of the family has a positive KL; MC KL finds it, and DSIVI should approach it as K grows.
+The methods are the declarations ``normal-gamma-exact`` (MC KL) and ``dsivi`` of
+``recipes/methods.py``; the protocol is ``recipes/dsivi_toy.py``.
 
 Example::
 
@@ -16,114 +18,15 @@ Example::
 """
 
 import argparse
-import math
-import time
 from pathlib import Path
 
 import pandas as pd
-import pyro
-import pyro.distributions as dist
 import torch
-from pyro.distributions.transforms import LowerCholeskyAffine
-from torch import nn
 
 from pyrozoo import atomic
-from pyrozoo.distributions import ExplicitMixing, SemiImplicit
-from pyrozoo.inference import DSIVI_ELBO
 from pyrozoo.reporting import mean_and_stderr, save_figure, save_table
-from pyrozoo.utils import set_seed
 from recipes.cli import add_common_arguments, bounded_float, device_from_args, parse_seeds, positive_float, positive_int, positive_int_list, run_main
-
-
-class Target:
-    """Multivariate t with ν degrees of freedom and an equicorrelated scale matrix."""
-
-    def __init__(self, dim, df, correlation, device, dtype):
-        kw = dict(device=device, dtype=dtype)
-        sigma = (1 - correlation) * torch.eye(dim, **kw) + correlation * torch.ones(dim, dim, **kw)
-        self.tril = torch.linalg.cholesky(sigma)
-        self.df = torch.tensor(float(df), **kw)
-        self.dim = dim
-
-    def semi_implicit(self, k):
-        half = self.df / 2
-        zero = torch.zeros(self.dim, dtype=self.tril.dtype, device=self.tril.device)
-        whiten = LowerCholeskyAffine(zero, self.tril)
-
-        def conditional(lam):
-            # N(0, Σ/λ) as L·N(0, I/λ): the whitening L⁻¹z is then computed once per value,
-            # not once per mixing draw
-            white = dist.Normal(zero, lam.rsqrt().unsqueeze(-1)).to_event(1)
-            return dist.TransformedDistribution(white, whiten)
-
-        return SemiImplicit(ExplicitMixing(dist.Gamma(half, half)), conditional, (self.dim,), num_mixing=k)
-
-    def explicit(self):
-        return dist.MultivariateStudentT(self.df, torch.zeros(self.dim, dtype=self.tril.dtype, device=self.tril.device), self.tril)
-
-
-class ScaleMixturePosterior(nn.Module):
-    """``τ ~ Gamma(α, β)``, ``z | τ ~ N(μ, diag(s²)/τ)``; marginally ``t_{2α}(μ, diag(s² β/α))``."""
-
-    def __init__(self, dim):
-        super().__init__()
-        self.loc = nn.Parameter(0.5 * torch.randn(dim))
-        self.log_scale = nn.Parameter(torch.zeros(dim))
-        self.log_alpha = nn.Parameter(torch.tensor(1.0))
-        self.log_beta = nn.Parameter(torch.tensor(1.0))
-
-    def semi_implicit(self, k):
-        alpha, beta, scale = self.log_alpha.exp(), self.log_beta.exp(), self.log_scale.exp()
-        return SemiImplicit(
-            ExplicitMixing(dist.Gamma(alpha, beta).expand([1])),
-            lambda tau: dist.Normal(self.loc, scale * tau.rsqrt()).to_event(1),
-            (self.loc.shape[0],),
-            num_mixing=k,
-        )
-
-    def explicit(self):
-        alpha, beta = self.log_alpha.exp(), self.log_beta.exp()
-        tril = torch.diag_embed(self.log_scale.exp() * (beta / alpha).sqrt())
-        return dist.MultivariateStudentT(2 * alpha, self.loc, tril)
-
-
-@torch.no_grad()
-def exact_kl(q: ScaleMixturePosterior, target: Target, n=200_000, chunk=50_000):
-    qd, pd_ = q.explicit(), target.explicit()
-    vals = []
-    for _ in range(n // chunk):
-        z = qd.sample((chunk,))
-        vals.append(qd.log_prob(z) - pd_.log_prob(z))
-    v = torch.cat(vals)
-    return float(v.mean()), float(v.std() / math.sqrt(v.numel()))
-
-
-def fit_one(method, k, dim, seed, args, device, dtype):
-    set_seed(seed)
-    pyro.clear_param_store()
-    target = Target(dim, args.df, args.correlation, device, dtype)
-    q = ScaleMixturePosterior(dim).to(device=device, dtype=dtype)
-    if method == "MC KL":
-        model = lambda: pyro.sample("z", target.explicit())  # noqa: E731
-        guide = lambda: pyro.sample("z", q.explicit())  # noqa: E731
-        objective = DSIVI_ELBO(num_particles=args.particles, vectorize_particles=True, max_plate_nesting=1)
-    else:
-        model = lambda: pyro.sample("z", target.semi_implicit(k))  # noqa: E731
-        guide = lambda: pyro.sample("z", q.semi_implicit(k))  # noqa: E731
-        objective = DSIVI_ELBO(k, k, num_particles=args.particles, vectorize_particles=True, max_plate_nesting=1)
-    opt = torch.optim.Adam(q.parameters(), lr=args.lr)
-    curve = []
-    t0 = time.perf_counter()
-    for step in range(args.steps):
-        loss = objective.differentiable_loss(model, guide)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        if (step + 1) % args.eval_every == 0 or step + 1 == args.steps:
-            curve.append((step + 1, exact_kl(q, target, n=args.eval_samples, chunk=min(args.eval_samples, 50_000))[0]))
-    seconds = time.perf_counter() - t0
-    kl, kl_se = exact_kl(q, target, n=args.final_samples, chunk=min(args.final_samples, 50_000))
-    return {"method": method, "K": k, "dim": dim, "seed": seed, "kl": kl, "kl_mc_se": kl_se, "seconds": seconds}, curve
+from recipes.dsivi_toy import fit_one, planned_runs
 
 
 def main(argv=None):
@@ -154,8 +57,8 @@ def main(argv=None):
     rows, curves = [], []
     for dim in dims:
         for seed in seeds:
-            for method, k in [("MC KL", 0)] + [(f"DSIVI K={k}", k) for k in ks]:
-                row, curve = fit_one(method, k, dim, seed, args, device, dtype)
+            for method, name, k in planned_runs(ks):
+                row, curve = fit_one(method, name, k, dim, seed, args, device, dtype)
                 rows.append(row)
                 curves += [{"method": method, "dim": dim, "seed": seed, "step": s, "kl": v} for s, v in curve]
                 if not args.no_progress:

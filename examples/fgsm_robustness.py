@@ -10,6 +10,12 @@ Examples::
 
     python examples/fgsm_robustness.py --epochs 50 --sparse-vd-checkpoint /tmp/svd_lenet300.pt
     python examples/fgsm_robustness.py --quick        # smoke run used by the tests
+    python examples/fgsm_robustness.py --data digits.npz --epochs 20
+
+``--data`` takes a user's images instead of MNIST (an ``.npz`` with ``x``, ``y``, optionally
+``x_test``, ``y_test``; pixel values in [0, 1], which the attack clips to): every network is
+LeNet-300-100 reading the flattened images, with an output per class, so any image size runs.
+The files are named after the data set (``fgsm_robustness_<name>.*``).
 """
 
 import argparse
@@ -29,10 +35,10 @@ from pyrozoo.reporting import save_figure, save_table, to_markdown
 from pyrozoo.robustness import fgsm_accuracy
 from pyrozoo.serialization import load_state
 from pyrozoo.utils import set_seed
-from recipes.cli import add_common_arguments, device_from_args, fraction, non_negative_float_list, positive_int, run_main
+from recipes.cli import add_common_arguments, add_image_data_arguments, device_from_args, file_digest, fraction, image_data, image_data_note, non_negative_float_list, positive_int, run_main
 from recipes.compress_sparse_vd import train_sparse_vd
 from recipes.config import RunConfig
-from recipes.lenet_recipes import linear_to_zero
+from recipes.lenet_recipes import MNIST_CLASSES, MNIST_INPUT_SHAPE, linear_to_zero
 from recipes.variance_networks import train_variational_dropout
 
 DEFAULT_EPSILONS = "0,0.02,0.05,0.1,0.15,0.2,0.3"
@@ -50,14 +56,22 @@ def parse_args(argv=None):
     parser.add_argument("--variance-checkpoint", type=Path, default=None, help="a checkpoint of examples/variance_networks.py's lenet300 run of --variance-parameterization to reuse")
     parser.add_argument("--checkpoint-dir", type=Path, default=None, help="resumable checkpoints of the models trained here")
     add_common_arguments(parser)
+    add_image_data_arguments(parser)
     return parser.parse_args(argv)
+
+
+def plain_mlp(in_features: int = 784, num_classes: int = MNIST_CLASSES) -> nn.Sequential:
+    """LeNet-300-100 as a plain network."""
+    return nn.Sequential(nn.Flatten(), nn.Linear(in_features, 300), nn.ReLU(), nn.Linear(300, 100), nn.ReLU(), nn.Linear(100, num_classes))
 
 
 class DropoutMLP(nn.Sequential):
     """LeNet-300-100 with dropout on its inputs to each hidden and output layer (Gal & Ghahramani 2016)."""
 
-    def __init__(self, p: float):
-        super().__init__(nn.Flatten(), nn.Linear(784, 300), nn.ReLU(), nn.Dropout(p), nn.Linear(300, 100), nn.ReLU(), nn.Dropout(p), nn.Linear(100, 10))
+    def __init__(self, p: float, in_features: int = 784, num_classes: int = MNIST_CLASSES):
+        super().__init__(
+            nn.Flatten(), nn.Linear(in_features, 300), nn.ReLU(), nn.Dropout(p), nn.Linear(300, 100), nn.ReLU(), nn.Dropout(p), nn.Linear(100, num_classes),
+        )
 
 
 def train_plain(net, train, epochs, device, seed, progress):
@@ -107,15 +121,25 @@ def main(argv=None):
     args = parse_args(argv)
     device = device_from_args(args)
     epsilons = args.epsilons
-    train = load_mnist("mnist", train=True, data_dir=args.data_dir)
-    test = load_mnist("mnist", train=False, data_dir=args.data_dir)
+    # a user's images, read and checked before any work
+    own = image_data(args, bundled=("mnist",), pixels_in_unit_interval="FGSM clips the attacked images to [0, 1]")
+    if own is not None:
+        train, test = (own.x_train, own.y_train), (own.x_test, own.y_test)
+        in_features, num_classes, data_name, input_shape = own.num_features, own.num_classes, own.dataset, own.input_shape
+    else:
+        train = load_mnist("mnist", train=True, data_dir=args.data_dir)
+        test = load_mnist("mnist", train=False, data_dir=args.data_dir)
+        in_features, num_classes, data_name, input_shape = 784, MNIST_CLASSES, "MNIST", MNIST_INPUT_SHAPE
     epochs, num_samples, test_size = args.epochs, args.num_samples, args.test_size
     if args.quick:
         train = (train[0][:500], train[1][:500])
         epochs, num_samples, test_size = 1, 2, 100
         epsilons = epsilons[:3]
+    test_size = min(test_size, len(test[0]))  # the notes say how many were attacked
     x_test, y_test = test[0][:test_size].to(device), test[1][:test_size].to(device)
-    ckpt = (lambda name: str(args.checkpoint_dir / f"fgsm_{name}.pt")) if args.checkpoint_dir else (lambda name: None)
+    # a user's data set: its name and contents in the file names, so a changed file never resumes a stale run
+    tag = "" if own is None else f"{own.dataset}_{file_digest(args.data)}_"
+    ckpt = (lambda model: str(args.checkpoint_dir / f"fgsm_{tag}{model}.pt")) if args.checkpoint_dir else (lambda model: None)
     if args.checkpoint_dir:
         args.checkpoint_dir.mkdir(parents=True, exist_ok=True)
     progress = not args.no_progress
@@ -123,10 +147,10 @@ def main(argv=None):
     t0 = time.perf_counter()
 
     set_seed(args.seed)
-    det = train_plain(nn.Sequential(nn.Flatten(), nn.Linear(784, 300), nn.ReLU(), nn.Linear(300, 100), nn.ReLU(), nn.Linear(100, 10)), train, epochs, device, args.seed, progress)
+    det = train_plain(plain_mlp(in_features, num_classes), train, epochs, device, args.seed, progress)
     models["deterministic"] = deterministic_probs(det)
     set_seed(args.seed)
-    dropout_net = train_plain(DropoutMLP(args.dropout), train, epochs, device, args.seed, progress)
+    dropout_net = train_plain(DropoutMLP(args.dropout, in_features, num_classes), train, epochs, device, args.seed, progress)
     models[f"MC dropout (p={args.dropout})"] = mc_dropout_probs(dropout_net, num_samples)
 
     set_seed(args.seed)
@@ -134,19 +158,23 @@ def main(argv=None):
     svd_epochs = epochs
     if args.sparse_vd_checkpoint and not args.quick and args.sparse_vd_checkpoint.exists():
         svd_epochs = max(epochs, int(load_state(args.sparse_vd_checkpoint, map_location="cpu")["epoch"]))
-    config = RunConfig(arch="lenet300", device=device, seed=args.seed, progress=progress, extra={"checkpoint": svd_checkpoint})
+    shape = {} if own is None else {"input_shape": own.input_shape, "num_classes": num_classes}  # recipes.lenet_recipes.network_for
+    config = RunConfig(arch="lenet300", device=device, seed=args.seed, progress=progress, extra={"checkpoint": svd_checkpoint, **shape})
     svd_model, svd_guide, _ = train_sparse_vd(train, config, svd_epochs)
     models["Sparse VD"] = posterior_probs(svd_model, svd_guide, num_samples)
 
     set_seed(args.seed)
-    vn_checkpoint, vn_epochs = ckpt(f"variance_{args.variance_parameterization}"), epochs
+    vn_epochs = epochs
+    # the zero-mean network's output layer is a point estimate now: no checkpoint of the earlier,
+    # all-zero-mean one may resume it
+    vn_checkpoint = ckpt("variance_zero-mean-hidden" if args.variance_parameterization == "zero-mean" else f"variance_{args.variance_parameterization}")
     if args.variance_checkpoint and not args.quick:
         vn_checkpoint = str(args.variance_checkpoint)
         if args.variance_checkpoint.exists():
             vn_epochs = max(epochs, int(load_state(args.variance_checkpoint, map_location="cpu")["epoch"]))
     vn_model, vn_guide, _ = train_variational_dropout(
         "lenet300", args.variance_parameterization, train, epochs=vn_epochs, seed=args.seed, device=device,
-        checkpoint=vn_checkpoint, progress=progress,
+        checkpoint=vn_checkpoint, progress=progress, input_shape=input_shape, num_classes=num_classes,
     )
     models[f"variance network ({args.variance_parameterization})"] = posterior_probs(vn_model, vn_guide, num_samples)
 
@@ -161,15 +189,18 @@ def main(argv=None):
     wide = results.pivot(index="epsilon", columns="model", values="accuracy").reset_index()
     wide.columns.name = None
     print(to_markdown(wide, floatfmt=".4f"))
+    network = "LeNet-300-100" if own is None else f"LeNet-300-100 ({in_features}-300-100-{num_classes})"
     notes = (
-        f"Accuracy (fraction of the first {test_size} MNIST test images) under FGSM attacks of strength epsilon "
+        f"Accuracy (fraction of the first {test_size} {data_name} test images) under FGSM attacks of strength epsilon "
         f"(max-norm, inputs in [0, 1]) on the posterior-averaged predictive ({num_samples} samples; for the "
-        f"stochastic models the attack and the evaluation use different draws). LeNet-300-100, {epochs} epochs "
-        f"each (Sparse VD: {svd_epochs}, variance network: {vn_epochs}), seed {args.seed}; {time.perf_counter() - t0:.0f} s in all. "
-        "Produced by examples/fgsm_robustness.py."
+        f"stochastic models the attack and the evaluation use different draws). {network}, {epochs} epochs "
+        f"each (Sparse VD: {svd_epochs}, variance network: {vn_epochs}), "
+        f"seed {args.seed}; {time.perf_counter() - t0:.0f} s in all. Produced by examples/fgsm_robustness.py."
     )
-    stem = "fgsm_robustness"
-    save_table(wide, stem, args.results_dir, title="FGSM robustness on MNIST", notes=notes)
+    if own is not None:
+        notes += " " + image_data_note(own, args.data)
+    stem = "fgsm_robustness" + ("" if own is None else f"_{own.dataset}")
+    save_table(wide, stem, args.results_dir, title=f"FGSM robustness on {data_name}", notes=notes)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -181,7 +212,7 @@ def main(argv=None):
         ax.plot(part.epsilon, part.accuracy, marker="o", label=name)
     ax.set_xlabel("attack strength epsilon")
     ax.set_ylabel("test accuracy")
-    ax.set_title("FGSM on MNIST, LeNet-300-100")
+    ax.set_title(f"FGSM on {data_name}, LeNet-300-100")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     save_figure(fig, stem, args.results_dir)

@@ -18,6 +18,11 @@ layer's weight matrix. The table (and the published one, labelled) goes to
     python examples/local_reparam_variance.py                       # paper-like: 3x1000, epochs 10 and 100
     python examples/local_reparam_variance.py --hidden 500,500 --checkpoints 2,20
     python examples/local_reparam_variance.py --quick
+    python examples/local_reparam_variance.py --data digits.npz --hidden 100 --checkpoints 5,20
+
+``--data`` takes a user's images instead of MNIST (an ``.npz`` with ``x``, ``y``; only the
+training images are used): the network reads them flattened whatever their shape, with an
+output per class; the table is named after the data set and has no published rows.
 """
 
 import argparse
@@ -32,14 +37,15 @@ import torch
 
 from pyrozoo import atomic
 from pyrozoo.data import load_mnist
-from pyrozoo.guides import MeanFieldNormalGuide
-from pyrozoo.inference import ClosedFormKL_ELBO, fit
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical, NormalPrior
+from pyrozoo.inference import fit
+from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical
 from pyrozoo.poutine import latent_scale, local_reparameterization, weight_means, weights_per_example
 from pyrozoo.reporting import save_table, to_markdown
 from pyrozoo.serialization import load_state
+from recipes import methods as declared
 from recipes import read_runs
-from recipes.cli import add_common_arguments, device_from_args, positive_float, positive_int, positive_int_list, run_main
+from recipes.config import RunConfig
+from recipes.cli import add_common_arguments, add_image_data_arguments, device_from_args, image_data, image_data_note, positive_float, positive_int, positive_int_list, run_main
 
 ESTIMATORS = {
     "local reparameterization": local_reparameterization,
@@ -47,6 +53,9 @@ ESTIMATORS = {
     "weight sample per minibatch (standard)": None,
     "no weight noise (minimal variance)": weight_means,
 }
+
+#: the declared method whose gradient estimators are compared (trained with its own, ``local``)
+METHOD = "mfvi"
 
 #: Kingma et al. (2015), Table 1, as transcribed in the Toronto lecture slides
 #: (variational dropout with independent weight noise; epochs 10 and 100)
@@ -65,9 +74,8 @@ def _checkpoint_epoch(path):
     return load_state(path, map_location="cpu")["epoch"]
 
 
-def gradient_variances(model, guide, x, y, batch_size, repeats, seed):
-    """``{estimator: (var_top, var_bottom, seconds per estimate)}``."""
-    objective = ClosedFormKL_ELBO()
+def gradient_variances(model, guide, objective, x, y, batch_size, repeats, seed):
+    """``{estimator: (var_top, var_bottom, seconds per estimate)}`` of ``objective``'s data term."""
     names = [n for n in guide.sites() if n.endswith("weight")]
     bottom, top = names[0], names[-1]
     params = [guide.locs[guide.sites()[top].key], guide.locs[guide.sites()[bottom].key]]
@@ -103,6 +111,7 @@ def main(argv=None):
     parser.add_argument("--init-scale", type=positive_float, default=1e-2, help="initial posterior standard deviation")
     parser.add_argument("--checkpoint", type=Path, default=None, help="training checkpoint (resumed if present)")
     add_common_arguments(parser)
+    add_image_data_arguments(parser)
     args = parser.parse_args(argv)
     if args.repeats < 2:
         parser.error(f"argument --repeats: a variance needs >= 2 estimates, got {args.repeats}")
@@ -114,13 +123,19 @@ def main(argv=None):
     # measurements live beside the checkpoint, so a resumed run keeps those of earlier epochs
     measured_path = checkpoint.with_name(checkpoint.name + ".variances.csv")
     measured = read_runs(measured_path, MEASUREMENT_COLUMNS, numeric=MEASUREMENT_COLUMNS[1:])  # checked before any work
-    x, y = load_mnist("mnist", train=True, data_dir=args.data_dir)
+    own = image_data(args, bundled=("mnist",))  # a user's images (their training part), instead of MNIST
+    x, y = (own.x_train, own.y_train) if own is not None else load_mnist("mnist", train=True, data_dir=args.data_dir)
+    in_features, num_classes = (own.num_features, own.num_classes) if own is not None else (784, 10)
     if args.quick:
         x, y, hidden, checkpoints, args.repeats = x[:500], y[:500], [32], [1, 2], 8
     x, y = x.flatten(1).to(device), y.to(device)
     pyro.set_rng_seed(args.seed)
-    model = BayesianNeuralNetwork(MLP(784, hidden, 10).to(device), NormalPrior(1.0), Categorical(len(x)))
-    guide = MeanFieldNormalGuide(model, init_scale=args.init_scale)
+    # the declared mean-field method (its prior, guide and closed-form KL objective); the
+    # estimator is what this experiment varies
+    spec = declared.method(METHOD)
+    s = RunConfig(extra={"init_scale": args.init_scale}).settings(spec.defaults)
+    model = BayesianNeuralNetwork(MLP(in_features, hidden, num_classes).to(device), spec.prior(s), Categorical(len(x)))
+    guide, objective = spec.guide(model, s), spec.objective(s)
     for epoch in checkpoints:
         if epoch in set(measured.epoch):
             continue
@@ -130,9 +145,9 @@ def main(argv=None):
                 "start from a fresh --checkpoint"
             )
         # each call resumes from the checkpoint of the previous one (same optimizer state)
-        fit(model, guide, (x, y), epochs=epoch, batch_size=args.batch_size, lr=args.lr, estimator="local",
+        fit(model, guide, (x, y), epochs=epoch, batch_size=args.batch_size, lr=args.lr, objective=objective, estimator=spec.estimator,
             seed=args.seed, progress=not args.no_progress, checkpoint=checkpoint)
-        variances = gradient_variances(model, guide, x, y, args.batch_size, args.repeats, args.seed + epoch)
+        variances = gradient_variances(model, guide, objective, x, y, args.batch_size, args.repeats, args.seed + epoch)
         rows = [{"estimator": estimator, "epoch": epoch, "var_top": var_top, "var_bottom": var_bottom, "seconds_per_estimate": seconds}
                 for estimator, (var_top, var_bottom, seconds) in variances.items()]
         measured = pd.concat([measured, pd.DataFrame(rows)], ignore_index=True)
@@ -146,15 +161,17 @@ def main(argv=None):
     published = pd.DataFrame(
         [{"estimator": k + " (published)", "source": "Kingma et al. 2015, Table 1 (epochs 10, 100)", "top layer, epoch 10": v[0], "top layer, epoch 100": v[1], "bottom layer, epoch 10": v[2], "bottom layer, epoch 100": v[3]} for k, v in PUBLISHED.items()]
     )
-    out = pd.concat([table, published], ignore_index=True)
-    stem = "local_reparam_variance" + ("_quick" if args.quick else "")
+    out = pd.concat([table, published], ignore_index=True) if own is None else table  # nothing published for a user's data
+    stem = "local_reparam_variance" + ("" if own is None else f"_{own.dataset}") + ("_quick" if args.quick else "")
     notes = (
-        f"Measured: MNIST, MLP 784-{'-'.join(map(str, hidden))}-10 with a mean-field Gaussian posterior and N(0, 1) prior, "
+        f"Measured: {'MNIST' if own is None else own.dataset}, MLP {in_features}-{'-'.join(map(str, hidden))}-{num_classes} with a mean-field Gaussian posterior and N(0, 1) prior, "
         f"trained with local reparameterization (Adam, lr {args.lr}, batch {args.batch_size}); variance over {args.repeats} "
         "minibatch estimates of the gradient of the expected log-likelihood with respect to the posterior means of the top and "
         "bottom weight matrices, averaged over entries. Kingma et al. used Gaussian-dropout posteriors and their own network, "
         "so compare orderings and ratios, not absolute values."
     )
+    if own is not None:
+        notes += " " + image_data_note(own, args.data)
     save_table(out, stem, args.results_dir, title="Variance of minibatch gradient estimators", notes=notes, floatfmt=".3g")
     print(to_markdown(out, floatfmt=".3g"))
     return out

@@ -11,6 +11,12 @@ figure belongs to that run; without ``--statistics`` this script trains one itse
 
     python examples/rdp_pruning_histogram.py --statistics docs/results/rdp_lenet5_pruning_statistics.json
     python examples/rdp_pruning_histogram.py --quick --results-dir /tmp/out
+    python examples/rdp_pruning_histogram.py --data digits.npz --arch lenet300 --epochs 50
+
+``--data`` trains on a user's images instead of MNIST (an ``.npz`` with ``x``, ``y``, optionally
+``x_test``, ``y_test``): ``lenet300`` reads them flattened whatever their shape, ``lenet5`` is
+built for MNIST's 1 x 28 x 28 and stops before any work on another shape; the figure is named
+after the data set (``rdp_<name>_<arch>_pruning_histogram``).
 """
 
 import argparse
@@ -25,7 +31,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from pyrozoo.reporting import save_figure  # noqa: E402
-from recipes.cli import add_common_arguments, device_from_args, existing_file, positive_int, run_main  # noqa: E402
+from recipes.cli import add_common_arguments, add_image_data_arguments, device_from_args, existing_file, image_data, positive_int, run_main  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -35,20 +41,29 @@ def parse_args(argv=None):
     parser.add_argument("--epochs", type=positive_int, default=None, help="training epochs when training here")
     parser.add_argument("--stem", default=None, help="file stem of the figure (default: rdp_<arch>_pruning_histogram)")
     add_common_arguments(parser)
-    return parser.parse_args(argv)
+    add_image_data_arguments(parser)
+    args = parser.parse_args(argv)
+    if args.data is not None and args.statistics is not None:
+        parser.error("--statistics holds a finished run's figures and --data asks for a new run: give one of them")
+    return args
 
 
-def train_and_collect(args, path: Path) -> dict:
-    """Runs the registered ``rdp`` compression method once, writing its statistics to ``path``."""
+def train_and_collect(args, path: Path, own=None) -> dict:
+    """Runs the registered ``rdp`` compression method once, writing its statistics to ``path``;
+    on ``own`` (a user's :class:`~pyrozoo.data.ClassificationSplit`) instead of MNIST if given."""
     from pyrozoo.data import load_mnist
     from pyrozoo.utils import set_seed
     from recipes.config import RunConfig
     from recipes.lenet import available_methods
 
     set_seed(args.seed)
-    train = load_mnist("mnist", train=True, data_dir=args.data_dir)
-    test = load_mnist("mnist", train=False, data_dir=args.data_dir)
     extra = {"statistics_out": str(path)}
+    if own is not None:
+        train, test = (own.x_train, own.y_train), (own.x_test, own.y_test)
+        extra.update(input_shape=own.input_shape, num_classes=own.num_classes)  # recipes.lenet_recipes.network_for
+    else:
+        train = load_mnist("mnist", train=True, data_dir=args.data_dir)
+        test = load_mnist("mnist", train=False, data_dir=args.data_dir)
     if args.quick:
         train, test = (train[0][:1000], train[1][:1000]), (test[0][:500], test[1][:500])
         extra["predictive_samples"] = 0
@@ -68,8 +83,9 @@ def read_statistics(path: Path) -> dict:
     return record
 
 
-def plot(record: dict):
-    """The figure: one column per layer, rows of the layer on top, columns below."""
+def plot(record: dict, dataset: str = None):
+    """The figure: one column per layer, rows of the layer on top, columns below (``dataset``:
+    named in the title when not MNIST)."""
     groupings = record["groupings"]
     layers = list(dict.fromkeys(key.rsplit(".", 1)[0] for key in groupings))
     fig, axes = plt.subplots(2, len(layers), figsize=(3.2 * len(layers), 5.2), squeeze=False)
@@ -90,19 +106,25 @@ def plot(record: dict):
             if j == 0:
                 ax.set_ylabel("number of " + kind + "s", fontsize=8)
             ax.tick_params(labelsize=7)
-    fig.suptitle(f"RDP pruning statistic, {record.get('arch', '')} (test error {record.get('test_error', float('nan')):.2f}%, architecture {record.get('pruned_architecture', '?')})", fontsize=10)
+    fig.suptitle(f"RDP pruning statistic, {record.get('arch', '')}{f' on {dataset}' if dataset else ''} (test error {record.get('test_error', float('nan')):.2f}%, architecture {record.get('pruned_architecture', '?')})", fontsize=10)
     fig.tight_layout()
     return fig
 
 
 def main(argv=None):
     args = parse_args(argv)
-    stem = args.stem or f"rdp_{args.arch}_pruning_histogram"
+    # a user's images, read and checked before any work
+    own = image_data(args, bundled=("mnist",))
+    if own is not None:
+        from recipes.lenet_recipes import check_network_input
+
+        check_network_input(own, args.arch)
+    stem = args.stem or ("rdp" + ("" if own is None else f"_{own.dataset}") + f"_{args.arch}_pruning_histogram")
     if args.statistics is not None:
         record = read_statistics(args.statistics)
     else:
-        record = train_and_collect(args, Path(args.results_dir) / f"{stem}_statistics.json")
-    path = save_figure(plot(record), stem, args.results_dir)
+        record = train_and_collect(args, Path(args.results_dir) / f"{stem}_statistics.json", own)
+    path = save_figure(plot(record, None if own is None else own.dataset), stem, args.results_dir)
     print(f"wrote {path}")
     return path
 

@@ -11,6 +11,9 @@ scores, the statuses and the quality bar). Writes, under ``--results-dir``:
   column; ``reference_matrix_refusals.csv`` / ``.md``: the distinct refusal messages;
 * ``reference_matrix_summary.csv`` / ``.md``: per problem, the reference's convergence, the
   baseline's quality bars and the counts of each status, with the provenance notes;
+  ``reference_matrix_priors.csv`` / ``.md``: per problem and prior, mean-field VI under that
+  prior against the reference prior (what the prior does to the model; each prior's row is
+  the bar of the other combinations under it);
 * ``reference_matrix.png``: the heat map (status by combination x problem).
 
 The references are read from ``--reference-dir`` (default ``<results-dir>/reference``; build
@@ -27,7 +30,6 @@ Examples::
 import argparse
 import os
 import platform
-import subprocess
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -38,6 +40,7 @@ import torch
 
 from pyrozoo import atomic
 from pyrozoo.reporting import save_figure, save_table
+from recipes import provenance as prov
 from recipes import reference_matrix as rm
 from recipes.cli import DEFAULT_RESULTS_DIR, data_dir_default, existing_directory, name_list, parse_seeds, positive_int, run_main
 
@@ -69,17 +72,10 @@ def _run_one(name, args, budget):
 
 
 def provenance(argv) -> str:
-    root = Path(__file__).resolve().parents[1]
-
-    def git(*a):
-        try:
-            return subprocess.run(["git", *a], cwd=root, capture_output=True, text=True, timeout=10).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return ""
-
-    modified = bool(git("status", "--porcelain", "--", "recipes/reference_matrix.py", "examples/reference_matrix.py"))
+    root = prov.repo_root()
+    modified = prov.modified(root, ["recipes/reference_matrix.py", "examples/reference_matrix.py"])
     return (
-        f"command: `python {' '.join(argv)}`; commit {git('rev-parse', 'HEAD')[:12]}"
+        f"command: `python {' '.join(argv)}`; commit {(prov.git(root, 'rev-parse', 'HEAD') or '')[:12]}"
         f"{' (the matrix code modified since)' if modified else ''}; torch {torch.__version__}, Python {platform.python_version()}, "
         f"{os.cpu_count()} CPU cores (shared with other jobs: the seconds are wall clock under that load)"
     )
@@ -93,9 +89,9 @@ Budget, the same for every combination: {budget.steps} full-batch gradient evalu
 
 Scores: test_ll, mean log predictive density per test point in the targets' original units (classification: of the label); w2, the 2-Wasserstein distance between the predictive distributions of y and the reference's at each test input (standardised units), averaged; agreement and total_variation against the reference's posterior-averaged class probabilities; coverage90, empirical coverage of the central 90% predictive interval; mean_error / cov_error, relative errors of the posterior mean and covariance of [w, b] against the exact posterior (conjugate problems).
 
-Status: refused (an exception while building the model, guide, objective or sampler or in the first step: the message is the API's); failed (an exception later); diverged (DivergenceWarning or DivergenceError); warned (another run-time warning: the warnings column names them); below_quality (ran without a warning but missed the quality bar: the message says which score); ok. Quality bar: the baseline (NormalPrior or the plain model's own prior, MeanFieldNormalGuide, ClosedFormKL_ELBO) is run with seeds {args.seeds}; a combination is below quality when its test_ll is below the baseline's mean by more than max(t_{{{rm.QUALITY_LEVEL}, n-1}} * sd * sqrt(1 + 1/n), floor) (the one-sided {rm.QUALITY_LEVEL:.0%} prediction interval of one more baseline seed; floors {rm.MARGIN_FLOORS}), or, for the combinations whose target is the reference posterior (NormalPrior; the plain models), its w2 (regression) or total_variation (classification) exceeds the baseline's mean by that margin. The quality column says whether a row met the bar whatever its status.
+Status: refused (an exception while building the model, guide, objective or sampler or in the first step: the message is the API's); failed (an exception later); diverged (DivergenceWarning or DivergenceError); warned (another run-time warning: the warnings column names them); below_quality (ran without a warning but missed the quality bar: the message says which score); ok. Quality bar: no worse than mean-field VI of the same model. The baseline (MeanFieldNormalGuide, ClosedFormKL_ELBO) is run with seeds {args.seeds} under every prior (the reference's NormalPrior, each other prior, a plain model's own); a combination is below quality when its test_ll is below both the reference prior's baseline mean and its own prior's (where that baseline ran cleanly on two seeds) by more than max(t_{{{rm.QUALITY_LEVEL}, n-1}} * sd * sqrt(1 + 1/n), floor) (the one-sided {rm.QUALITY_LEVEL:.0%} prediction interval of one more baseline seed; floors {rm.MARGIN_FLOORS}), or, for the combinations whose target is the reference posterior (NormalPrior; the plain models), its w2 (regression) or total_variation (classification) exceeds the reference prior's baseline mean by that margin. What each prior does to the model (its baseline against the reference prior's) is in the _priors table, and the own_prior_quality column says whether a row met its own prior's bar alone: both reported, not judged. The quality column says whether a row met the bar whatever its status.
 
-Counts over the combinations (first seed; {len(table.problem.unique())} problems): {c['combinations']} combination x problem cells, {c['ran']} ran, {c['refused']} refused; of those that ran, {c['ok']} ok, {c['warned']} warned, {c['diverged']} diverged, {c['failed']} failed, {c['below_quality']} below quality without a warning. Time: {pd.to_numeric(table.seconds, errors='coerce').sum() / 60:.0f} min summed over the runs (this invocation: {elapsed / 60:.1f} min wall clock).
+Counts over the combinations (first seed; {len(table.problem.unique())} problems): {c['combinations']} combination x problem cells, {c['ran']} ran, {c['refused']} refused; of those that ran, {c['ok']} ok, {c['warned']} warned, {c['diverged']} diverged, {c['failed']} failed, {c['below_quality']} below quality without a warning ({c['ok_below_own_prior']} of the ok ones below their own prior's mean-field baseline alone, not judged). Time: {pd.to_numeric(table.seconds, errors='coerce').sum() / 60:.0f} min summed over the runs (this invocation: {elapsed / 60:.1f} min wall clock).
 
 {provenance(argv)}"""
     if args.quick:
@@ -148,13 +144,18 @@ def main(argv=None):
     # the page shows the matrix one combination per row; the CSV beside it holds every run
     page_notes = (
         f"Each cell: the status of the combination on the problem (first seed) and z, its test log-likelihood minus the "
-        f"baseline's mean in quality margins (below -1: under the bar). Combinations refused on every problem are left out: "
+        f"mean of the baseline it is judged by (its prior's) in quality margins (below -1: under the bar). Combinations refused on every problem are left out: "
         f"{stem}_refusals.md lists every refusal message. {stem}.csv holds every run (one row per problem x combination x "
         f"seed) with its message and all scores.\n\n" + text
     )
     save_table(rm.wide_table(table), stem, args.results_dir, title="Reference matrix: every prior x guide x objective / sampler, scored against the reference posteriors", notes=page_notes)
     atomic.write_csv(table, Path(args.results_dir) / f"{stem}.csv")
     save_table(rm.refusals(table), f"{stem}_refusals", args.results_dir, title="Reference matrix: the API's refusals (distinct messages)", notes=f"The distinct messages of the refused cells of {stem}.csv (first seed), each with the number of cells and problems it refused and one of its combinations.", allow_empty=True)
+    save_table(
+        rm.prior_effects(table), f"{stem}_priors", args.results_dir, title="Reference matrix: what each prior does to the model (mean-field VI under it against the reference prior)",
+        notes="Not judged: another prior is another model. Per problem and prior, mean-field VI's test log-likelihood (mean and sd over its seeds) beside the reference prior's (NormalPrior, or a plain model's own), their difference and that difference in the reference baseline's quality margins. A combination under a prior is below quality when it misses both its prior's bar (from the row here) and the reference prior's.\n\n" + text,
+        allow_empty=True,
+    )
     save_table(rm.summary(table, args.reference_dir, args.quick), f"{stem}_summary", args.results_dir, title="Reference matrix: per problem", notes=text)
     save_figure(rm.plot_heatmap(table), stem, args.results_dir)
     c = rm.counts(table)

@@ -11,7 +11,7 @@ tabulates every problem stored there.
 
 Example::
 
-    python examples/reference_posteriors.py                        # every problem, 4 chains
+    python examples/reference_posteriors.py                        # every problem, as committed
     python examples/reference_posteriors.py --problems yacht_mlp --chains 4 --warmup 500 --samples 500
     nohup python examples/reference_posteriors.py --no-progress > build.log 2>&1 &   # resumable
 """
@@ -110,7 +110,7 @@ def write_table(results_dir: Path, quick: bool):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--problems", type=name_list, default=["all"], help=f"comma-separated, or all: {', '.join(ref.reference_problems())}")
-    parser.add_argument("--chains", type=positive_int, default=4)
+    parser.add_argument("--chains", type=positive_int, default=ref.MIN_CHAINS, help="chains per problem")
     parser.add_argument("--warmup", type=positive_int, default=300, help="warmup (adaptation) iterations per chain")
     parser.add_argument("--samples", type=positive_int, default=300, help="kept iterations per chain")
     parser.add_argument("--seed", type=non_negative_int, default=0, help="chain c of a problem uses seed 1000 * seed + c")

@@ -22,8 +22,15 @@ erasing). Reported: the test accuracy of the final pruned network (not the best 
 sparsity. CIFAR-10 is read from the python batches under ``--data-dir``; ``--synthetic`` (and
 ``--quick``) use random tensors of CIFAR's shape to exercise the pipeline.
 
+``--data images.npz`` runs on a user's images instead (``x``, ``y``, optionally ``x_test``,
+``y_test``; ``uint8`` scaled to [0, 1]): 3 x 32 x 32 images only, ResNet-20's input (any other
+shape is refused before any work), with one output per class of the data and the images
+standardised by their own per-channel mean and standard deviation. The files are named after
+the data set and have no published column.
+
     python examples/resnet_compression.py --data-dir /data --method a-sghmc-sa --sparsity 0.9
     python examples/resnet_compression.py --quick
+    python examples/resnet_compression.py --data images.npz --method sghmc-sa --sparsity 0.7
 """
 
 import argparse
@@ -37,16 +44,19 @@ import pyro
 import torch
 
 from pyrozoo import atomic
-from pyrozoo.data import load_cifar10
+from pyrozoo.data import check_input_shape, load_cifar10
+from pyrozoo.data.cifar import MEAN, STD
 from pyrozoo.reporting import save_table, to_markdown
 from recipes import read_runs
-from recipes.cli import add_common_arguments, device_from_args, name_list, positive_float, positive_int, run_main, select_methods
-from recipes.resnet import METHODS, PRIOR_BY_SPARSITY, PUBLISHED, finetune, pretrain
+from recipes.cli import add_common_arguments, add_image_data_arguments, device_from_args, file_digest, image_data, image_data_note, name_list, positive_float, positive_int, run_main, select_methods
+from recipes.resnet import METHODS, PRIOR_BY_SPARSITY, PUBLISHED, channel_statistics, finetune, pretrain
 
 COLUMNS = ["method", "target_sparsity", "seed", "pretrain_epochs", "epochs", "accuracy", "sparsity", "sigma", "train_seconds"]
 
 
-def load_data(args, device):
+def load_data(args, device, own=None):
+    if own is not None:
+        return own.x_train.to(device), own.y_train.to(device), own.x_test.to(device), own.y_test.to(device)
     if args.synthetic:
         g = torch.Generator().manual_seed(args.seed)
         n, n_test = (256, 64) if args.quick else (50000, 10000)
@@ -77,23 +87,33 @@ def parse_args(argv=None):
     parser.add_argument("--run-dir", type=Path, default=Path("runs") / "resnet_compression")
     parser.add_argument("--out", type=Path, default=None, help="per-run CSV (default <results-dir>/resnet_compression.csv)")
     add_common_arguments(parser)
+    add_image_data_arguments(parser)
     args = parser.parse_args(argv)
     args.methods = select_methods(parser, args.method, METHODS)
+    if args.synthetic and args.data is not None:
+        parser.error("give --synthetic or --data, not both")
     if args.quick:
-        args.synthetic, args.pretrain_epochs, args.epochs, args.batch_size = True, 1, 2, 64
+        args.synthetic, args.pretrain_epochs, args.epochs, args.batch_size = args.data is None, 1, 2, 64
     return args
 
 
 def main(argv=None):
     args = parse_args(argv)
+    own = image_data(args, bundled=("cifar10", "cifar-10"))
+    if own is not None:  # before any work: ResNet-20's three input channels and the protocol's 32 x 32 crops fix the shape
+        check_input_shape(own, (3, 32, 32), "ResNet-20")
+    args.num_classes = 10 if own is None else own.num_classes
+    args.normalisation = (MEAN, STD) if own is None else channel_statistics(own.x_train)
     device = device_from_args(args)
     pyro.enable_validation(False)
-    tag = ("quick-" if args.quick else "") + ("synthetic-" if args.synthetic else "") + f"seed{args.seed}"
-    stem = "resnet_compression" + ("_quick" if args.quick else "")
+    # a user's images by name and contents: a changed file never resumes these runs
+    data_tag = "" if own is None else f"{own.dataset}-{file_digest(args.data)}-"
+    tag = ("quick-" if args.quick else "") + ("synthetic-" if args.synthetic else "") + data_tag + f"seed{args.seed}"
+    stem = "resnet_compression" + ("" if own is None else f"_{own.dataset}") + ("_quick" if args.quick else "")
     out = args.out or args.results_dir / f"{stem}.csv"
     # the rows of earlier calls are kept: checked before any work, never half-read
     rows = read_runs(out, COLUMNS, numeric=COLUMNS[1:]).to_dict("records")
-    data = load_data(args, device)
+    data = load_data(args, device, own)
     run_dir = args.run_dir / tag
     run_dir.mkdir(parents=True, exist_ok=True)
     pretrained = pretrain(data, args, device, run_dir)
@@ -105,13 +125,17 @@ def main(argv=None):
         print(f"{method:11s} S={args.sparsity}: accuracy {row['accuracy']:.2f}%  sparsity {row['sparsity']:.4f}", flush=True)
         atomic.write_csv(pd.DataFrame(rows, columns=COLUMNS), out)
     table = pd.DataFrame(rows, columns=COLUMNS)
-    table["published_accuracy"] = [PUBLISHED[m].get(s, math.nan) for m, s in zip(table.method, table.target_sparsity)]
     notes = (
         "Measured by `examples/resnet_compression.py`: accuracy (%) of the final pruned network on the test set and its "
         "sparsity over all parameters." + (" SYNTHETIC DATA (random tensors): a pipeline check, not a result." if args.synthetic else "")
-        + " `published_accuracy` is Deng et al. (2019), Table 3 (published; best test accuracy over epochs, 1000 + 1000 epochs)."
     )
-    save_table(table, stem, args.results_dir, title="ResNet-20 / CIFAR-10 compression (Deng et al. 2019, Table 3)", notes=notes)
+    if own is None:
+        table["published_accuracy"] = [PUBLISHED[m].get(s, math.nan) for m, s in zip(table.method, table.target_sparsity)]
+        notes += " `published_accuracy` is Deng et al. (2019), Table 3 (published; best test accuracy over epochs, 1000 + 1000 epochs)."
+    else:  # nothing published for a user's images
+        notes += f" {image_data_note(own, args.data)} Images standardised by their training part's per-channel mean and standard deviation."
+    title = "ResNet-20 / CIFAR-10 compression (Deng et al. 2019, Table 3)" if own is None else f"ResNet-20 / {own.dataset} compression (protocol of Deng et al. 2019, Table 3)"
+    save_table(table, stem, args.results_dir, title=title, notes=notes)
     print(to_markdown(table))
     return 0
 

@@ -21,6 +21,13 @@ minibatches of ``--protein-batch-size``, since a full-batch step there costs ~0.
     python examples/uci_esbo_table.py --splits 0-19 --epochs 1000
     python examples/uci_esbo_table.py --no-run            # table from the existing runs only
     python examples/uci_esbo_table.py --quick             # smoke run (tests)
+    python examples/uci_esbo_table.py --datasets ./mydata --splits 0-4          # a folder in the UCI layout
+    python examples/uci_esbo_table.py --data houses.csv --target price --splits-by kfold --n-splits 5
+
+Besides the paper's data sets, ``--datasets`` takes any folder in the standard UCI layout (its
+name under ``--data-dir``, or its path) and ``--data`` a user's CSV or Parquet table
+(``--target``, split by ``--splits-by``); their rows have no withdrawn or published numbers.
+A table's runs and table are named after it (``uci_esbo_runs_<name>.csv``, ``uci_esbo_table_<name>.*``).
 """
 
 import argparse
@@ -29,9 +36,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from pyrozoo.data import UCIDataset, parse_splits
+from pyrozoo.data import UCI_DATASETS, parse_splits
 from pyrozoo.reporting import mean_and_stderr, save_table, to_markdown
-from recipes.cli import add_common_arguments, check_uci_datasets, device_from_args, name_list, non_negative_int, positive_int, run_main, split_spec
+from recipes.cli import (
+    add_common_arguments, add_user_data_arguments, check_uci_datasets, device_from_args, name_list, non_negative_int, own_data_note, positive_int,
+    run_main, split_spec, uci_datasets, user_data,
+)
 from recipes.sweep import read_results, sweep
 from recipes.config import RunConfig
 from recipes.uci import published_baselines
@@ -72,21 +82,21 @@ def run_settings(dataset: str, args) -> dict:
     return {"epochs": epochs, "batch_size": batch_size}
 
 
-def steps_of(dataset: str, method: str, args) -> int:
+def steps_of(dataset: str, method: str, args, loaded: dict) -> int:
     epochs, batch_size = settings(dataset, args)
     if args.quick:
         from recipes import uci_importance_weighted as iw
         from recipes import uci_vi
 
         epochs = min(epochs, uci_vi.QUICK_EPOCHS if method == "mfvi" else iw.QUICK_EPOCHS)
-    n_train = len(UCIDataset(dataset, args.data_dir).split(0).y_train)
+    n_train = len(loaded[dataset].split(0).y_train)
     return epochs * math.ceil(n_train / min(batch_size, n_train))
 
 
-def table(runs: pd.DataFrame, args) -> pd.DataFrame:
+def table(runs: pd.DataFrame, args, loaded: dict) -> pd.DataFrame:
     ours = mean_and_stderr(runs, ["dataset", "method"], ["rmse", "test_ll"])
     ours["splits"] = ours.pop("n").astype(int)
-    ours["steps"] = [steps_of(d, m, args) for d, m in zip(ours.dataset, ours.method)]
+    ours["steps"] = [steps_of(d, m, args, loaded) for d, m in zip(ours.dataset, ours.method)]
     ours["method"] = [f"{m}: {LABELS.get(m, m)}" for m in ours.method]
     ours["source"] = "measured (this repository)"
     published = published_baselines(args.data_dir, runs.dataset.unique())  # none for a user's own data sets
@@ -98,16 +108,17 @@ def table(runs: pd.DataFrame, args) -> pd.DataFrame:
     return out.assign(_o=out.dataset.map(order)).sort_values("_o", kind="stable").drop(columns="_o").reset_index(drop=True)
 
 
-def notes(runs: pd.DataFrame, args, runs_path: Path) -> str:
+def notes(runs: pd.DataFrame, args, runs_path: Path, loaded: dict) -> str:
     from recipes import uci_importance_weighted as iw
     from recipes.config import RunConfig
     from recipes.methods import method
 
     # what the runs used: the declarations' defaults under this protocol's
     d = RunConfig().settings(method("renyi").defaults, iw.DEFAULTS)
+    own = own_data_note(loaded[name] for name in dict.fromkeys(runs.dataset))  # a user's data sets, which have no published rows
     counts = []
     for dataset in [x for x in dict.fromkeys([*DATASETS, *runs.dataset]) if x in set(runs.dataset)]:
-        standard = UCIDataset(dataset, args.data_dir).n_splits
+        standard = loaded[dataset].n_splits
         got = runs[runs.dataset == dataset].groupby("method").split.nunique()
         counts.append(f"{dataset}: {int(got.min())}-{int(got.max())} of {standard} standard splits" if got.min() != got.max() else f"{dataset}: {int(got.min())} of {standard} standard splits")
     return "\n\n".join([
@@ -128,14 +139,14 @@ def notes(runs: pd.DataFrame, args, runs_path: Path) -> str:
         "iwae and renyi (0 <= alpha < 1) are lower bounds on log p(D); esbo is not a bound (Sagar's Eq. 6 tends to "
         "log p(D) + KL(p||q)). Rows 'Sagar 2020 (withdrawn)': the paper's Tables 1-2 as printed (its NLL negated); the author "
         "withdrew them ('the results are false'); they used 50 random 90/10 splits, batch 32. Rows 'published': "
-        "`uci/published_baselines.csv`.",
+        "`uci/published_baselines.csv`." + (" " + own if own else ""),
     ])
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--splits", type=split_spec, default="0-19", help="split indices (protein is capped at its 5)")
-    parser.add_argument("--datasets", type=name_list, default=",".join(DATASETS), help="the paper's five by default; any folder in the UCI layout too (its name under --data-dir, or its path)")
+    parser.add_argument("--splits", type=split_spec, default="all", help="split indices, or all (default: every split, 0-19 of the bundled sets; protein is capped at its 5)")
+    parser.add_argument("--datasets", type=name_list, default=None, help="the paper's five by default (none with --data); any folder in the UCI layout too (its name under --data-dir, or its path)")
     parser.add_argument("--methods", type=name_list, default=",".join(METHODS))
     parser.add_argument("--epochs", type=positive_int, default=None, help="full-batch steps for every method (default: uci_importance_weighted.DEFAULTS)")
     parser.add_argument("--protein-batch-size", type=non_negative_int, default=2048, help="protein minibatch size (0: full batch, ~0.6 s a step on one CPU core)")
@@ -143,9 +154,15 @@ def main(argv=None):
     parser.add_argument("--runs", type=Path, default=None, help="per-split CSV (default: <results-dir>/uci_esbo_runs.csv)")
     parser.add_argument("--no-run", action="store_true", help="only build the table from --runs")
     add_common_arguments(parser)
+    add_user_data_arguments(parser, tasks=("regression",))
     args = parser.parse_args(argv)
-    datasets, methods = args.datasets, args.methods
-    check_uci_datasets(parser, "--datasets", datasets, args.data_dir)
+    if args.datasets is None:
+        args.datasets = [] if args.data is not None else list(DATASETS)
+    check_uci_datasets(parser, "--datasets", args.datasets, args.data_dir)
+    own = user_data(args, tasks=("regression",), bundled=UCI_DATASETS)  # a user's table, beside --datasets
+    # every data set read and checked before the first run, known by its name
+    loaded = uci_datasets(args.datasets, args.data_dir, own)
+    datasets, methods = list(loaded), args.methods
     if not args.no_run:
         from recipes.uci import available_methods
 
@@ -154,24 +171,26 @@ def main(argv=None):
             parser.error(f"argument --methods: unknown method(s) {unknown}; available: {', '.join(sorted(available_methods()))}")
         # the splits asked for, checked against the largest data set's before the first run
         try:
-            parse_splits(args.splits, max(UCIDataset(d, args.data_dir).n_splits for d in datasets))
+            parse_splits(args.splits, max(d.n_splits for d in loaded.values()))
         except ValueError as e:
             parser.error(f"argument --splits: {e}")
     if args.quick:
         datasets, args.splits, methods = datasets[:1], "0", methods
-    runs_path = args.runs or Path(args.results_dir) / ("uci_esbo_runs_quick.csv" if args.quick else "uci_esbo_runs.csv")
+    # a user's table names its files, which then never replace the bundled sets' results
+    suffix = ("" if own is None else f"_{own.name}") + ("_quick" if args.quick else "")
+    runs_path = args.runs or Path(args.results_dir) / f"uci_esbo_runs{suffix}.csv"
     if not args.no_run:
         # split by split over every data set (protein is capped at its 5), resuming from --runs
-        splits = parse_splits(args.splits, max(UCIDataset(d, args.data_dir).n_splits for d in datasets))
+        splits = parse_splits(args.splits, max(loaded[d].n_splits for d in datasets))
         config = RunConfig(device=device_from_args(args), seed=args.seed, quick=args.quick, progress=not args.no_progress)
-        sweep(methods, datasets, splits, runs_path, config=config, settings=lambda dataset, method: run_settings(dataset, args), data_dir=args.data_dir)
+        sweep(methods, [loaded[d] for d in datasets], splits, runs_path, config=config, settings=lambda dataset, method: run_settings(dataset, args), data_dir=args.data_dir)
     runs = read_results(runs_path, missing_ok=False)
     runs = runs[runs.method.isin(methods) & runs.dataset.isin(datasets)]
     if runs.empty:
         raise SystemExit(f"no runs of {methods} in {runs_path}")
-    out = table(runs, args)
-    stem = "uci_esbo_table" + ("_quick" if args.quick else "")
-    save_table(out, stem, args.results_dir, title='UCI regression: importance-weighted objectives and "Sagar 2020 (results withdrawn)"', notes=notes(runs, args, runs_path))
+    out = table(runs, args, loaded)
+    stem = f"uci_esbo_table{suffix}"
+    save_table(out, stem, args.results_dir, title='UCI regression: importance-weighted objectives and "Sagar 2020 (results withdrawn)"', notes=notes(runs, args, runs_path, loaded))
     print(to_markdown(out))
     return out
 

@@ -11,6 +11,12 @@ and how they differ from the paper's.
 
     python examples/uci_rdp_table.py
     python examples/uci_rdp_table.py --runs /tmp/uci_rdp.csv --results-dir /tmp/out
+    python examples/uci_rdp_table.py --data houses.csv --target price --splits-by kfold --n-splits 5
+
+Runs on a user's data have no published columns. A folder in the UCI layout is found as its
+runs name it (under ``--data-dir``, or by path). ``--data`` (with the options its runs were made
+with: ``--target``, ``--splits-by``, ...) tabulates the runs on that table alone, in
+``uci_rdp_comparison_<name>.{csv,md}``.
 """
 
 import argparse
@@ -21,7 +27,7 @@ import pandas as pd
 from pyrozoo.data import UCI_DATASETS
 from pyrozoo.reporting import format_mean_se, mean_and_stderr, save_table, to_markdown
 from recipes import read_runs
-from recipes.cli import add_common_arguments, run_main
+from recipes.cli import add_common_arguments, add_user_data_arguments, own_data_note, run_main, user_data
 from recipes.uci import published_baselines
 
 PUBLISHED = ["VI", "PBP", "MC dropout (2016)", "MC dropout (grid search 2018)", "RDP (paper)"]
@@ -45,18 +51,19 @@ def comparison(runs: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:
         if "MC dropout (grid search 2018)" in values:
             row["minus dropout 2018"] = round(float(o["test_ll"] - values["MC dropout (grid search 2018)"]), 3)
         rows.append(row)
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    # only a user's data sets: nothing published to beat
+    return table.drop(columns=[c for c in ("beats VI", "beats PBP") if table[c].isna().all()])
 
 
-def settings_note(datasets, data_dir=None) -> str:
+def settings_note(datasets, loaded: dict) -> str:
     import math
 
-    from pyrozoo.data import UCIDataset
     from recipes import uci_rdp
 
     d = uci_rdp.settings()
     # the paper's Adam steps per split (400 epochs of minibatches of 5) over ours
-    ratios = {name: 400 * math.ceil(0.9 * len(UCIDataset(name, data_dir)) / 5) / d["steps"] for name in datasets}
+    ratios = {name: 400 * math.ceil(0.9 * len(loaded[name]) / 5) / d["steps"] for name in datasets}
     low, high = min(ratios, key=ratios.get), max(ratios, key=ratios.get)
     return (
         "Settings of the measured runs (defaults of `recipes/uci_rdp.py`): one hidden ReLU layer "
@@ -72,13 +79,11 @@ def settings_note(datasets, data_dir=None) -> str:
     )
 
 
-def splits_note(table: pd.DataFrame, data_dir=None) -> str:
+def splits_note(table: pd.DataFrame, loaded: dict) -> str:
     """Which data sets were run on fewer than their standard splits (20; protein 5)."""
-    from pyrozoo.data import UCIDataset
-
     short = []
     for dataset, splits in zip(table.dataset, table.splits):
-        standard = UCIDataset(dataset, data_dir).n_splits
+        standard = loaded[dataset].n_splits
         if splits < standard:
             short.append(f"{dataset} ({splits} of {standard})")
     if not short:
@@ -89,32 +94,61 @@ def splits_note(table: pd.DataFrame, data_dir=None) -> str:
     )
 
 
+def datasets_of(names, own, data_dir, runs_path: Path) -> dict:
+    """``{name: data set}`` of the runs' data sets: ``own`` (a user's table, ``--data``) by its
+    name, the others as folders in the UCI layout (bundled, under ``data_dir``, or by path)."""
+    from pyrozoo.data import UCIDataset
+
+    loaded = {}
+    for name in names:
+        if own is not None and name == own.name:
+            loaded[name] = own
+            continue
+        try:
+            loaded[name] = UCIDataset(name, data_dir)
+        except (ValueError, FileNotFoundError):
+            raise ValueError(
+                f"{runs_path} holds runs on {name!r}, which is neither bundled nor a folder in the UCI layout (under --data-dir {data_dir}, "
+                "or at that path); if its runs were on a table, give it as they did: --data <file> --target <column> (and their --splits-by, --n-splits)"
+            ) from None
+    return loaded
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=Path, default=None, help="per-split CSV of examples/uci_regression.py --method rdp")
     add_common_arguments(parser)
+    add_user_data_arguments(parser, tasks=("regression",))
     args = parser.parse_args(argv)
+    own = user_data(args, tasks=("regression",), bundled=UCI_DATASETS)  # a user's table whose runs are in --runs
     runs_path = args.runs or Path(args.results_dir) / "uci_rdp.csv"
     runs = read_runs(runs_path, ["dataset", "method", "split", "rmse", "test_ll"], numeric=["split", "rmse", "test_ll"], missing_ok=False)
     runs = runs[runs.method == "rdp"]
+    if own is not None:
+        runs = runs[runs.dataset == own.name]
     if runs.empty:
-        raise SystemExit(f"no rdp runs in {runs_path}")
+        raise SystemExit(f"no rdp runs{'' if own is None else ' on ' + own.name} in {runs_path}")
+    loaded = datasets_of(runs.dataset.unique(), own, args.data_dir, runs_path)
     table = comparison(runs, published_baselines(args.data_dir, runs.dataset.unique()))
-    wins_vi = int(table["beats VI"].fillna(False).sum())
-    wins_pbp = int(table["beats PBP"].fillna(False).sum())
+    published = "beats VI" in table or "beats PBP" in table
+    wins_vi = int(table["beats VI"].fillna(False).sum()) if "beats VI" in table else 0
+    wins_pbp = int(table["beats PBP"].fillna(False).sum()) if "beats PBP" in table else 0
     notes = "\n\n".join(
-        [
+        part for part in [
             f"'rdp' columns: measured by `examples/uci_regression.py --method rdp` (per-split results in `{runs_path.name}`), "
             "test log-likelihood and RMSE per example in the original target units, mean ± standard error over the splits. "
             "Columns marked '(published)' are test log-likelihoods copied from `uci/published_baselines.csv` with their "
             "sources (the RDP paper's Kin8nm, Power, Protein and Wine entries were computed in normalised units and are not comparable).",
             f"Higher is better. RDP (ours) beats VI on {wins_vi} and PBP on {wins_pbp} of {len(table)} data sets; "
-            "'minus dropout 2018' is our mean minus the grid-searched MC-dropout re-run's.",
-            splits_note(table, args.data_dir),
-            settings_note(list(table.dataset), args.data_dir),
-        ]
+            "'minus dropout 2018' is our mean minus the grid-searched MC-dropout re-run's." if published else "",
+            splits_note(table, loaded),
+            settings_note(list(table.dataset), loaded),
+        ] if part
     )
-    save_table(table, "uci_rdp_comparison", args.results_dir, title="UCI regression: RDP beside the published baselines (test log-likelihood)", notes=notes)
+    own_note = own_data_note(loaded[name] for name in table.dataset)
+    if own_note:
+        notes += "\n\n" + own_note
+    save_table(table, "uci_rdp_comparison" + ("" if own is None else f"_{own.name}"), args.results_dir, title="UCI regression: RDP beside the published baselines (test log-likelihood)", notes=notes)
     print(to_markdown(table))
     return table
 

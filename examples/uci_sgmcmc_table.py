@@ -28,6 +28,13 @@ that change a run (grid, tuning split, epochs), so a changed setting never resum
     python examples/uci_sgmcmc_table.py                    # 20 splits, the five data sets
     python examples/uci_sgmcmc_table.py --no-run           # table from the existing runs only
     python examples/uci_sgmcmc_table.py --quick            # smoke run (tests)
+    python examples/uci_sgmcmc_table.py --datasets ./mydata --splits 0-4   # a folder in the UCI layout
+    python examples/uci_sgmcmc_table.py --data houses.csv --target price --n-splits 5
+
+Besides the paper's data sets, ``--datasets`` takes any folder in the standard UCI layout (its
+name under ``--data-dir``, or its path) and ``--data`` a user's CSV or Parquet table
+(``--target``, split by ``--splits-by``); the authors' columns are blank for them (absent when
+only such data sets are in the table), and the files of a table's runs are named after it.
 """
 
 import argparse
@@ -38,10 +45,13 @@ import pandas as pd
 import pyro
 
 from pyrozoo import atomic
-from pyrozoo.data import UCIDataset, parse_splits
+from pyrozoo.data import UCI_DATASETS, parse_splits
 from pyrozoo.reporting import mean_and_stderr, save_figure, save_table, to_markdown
 from recipes import read_runs, uci_sgmcmc
-from recipes.cli import add_common_arguments, check_uci_datasets, device_from_args, name_list, non_negative_int, positive_int, run_main, settings_digest, split_spec
+from recipes.cli import (
+    add_common_arguments, add_user_data_arguments, check_uci_datasets, device_from_args, name_list, non_negative_int, own_data_note, positive_int,
+    run_main, settings_digest, split_spec, uci_datasets, user_data,
+)
 from recipes.sweep import read_results, sweep
 from recipes.methods import method as declaration
 from recipes.config import RunConfig
@@ -54,6 +64,8 @@ VALIDATION_FRACTION = 0.2
 #: thinned posterior samples each run predicts with, in tuning and on the standard splits
 NUM_SAMPLES = 100
 LR_COLUMNS = ["dataset", "method", "lr", "val_rmse", "val_test_ll"]
+#: the columns that compare with the authors' table, absent when none of its data sets is
+PAPER_COLUMNS = ["paper_rmse", "paper_rmse_se", "minus_paper", "z", "paper_rank"]
 
 
 def paper_table() -> pd.DataFrame:
@@ -71,12 +83,15 @@ def parse_grid(text: str) -> list:
 
 
 def stem_of(args) -> str:
+    """The files' stem: ``uci_sgmcmc`` (``uci_sgmcmc_<table>`` for a user's table, ``--data``),
+    with a digest of the settings that change a run when they are not the defaults."""
+    base = "uci_sgmcmc" + (f"_{args.table_name}" if args.table_name else "")
     if args.quick:
-        return "uci_sgmcmc_quick"
+        return base + "_quick"
     epochs = args.epochs or uci_sgmcmc.DEFAULTS["epochs"]
     default = (parse_grid(LR_GRID), 0, uci_sgmcmc.DEFAULTS["epochs"], 0)
     settings = (args.grid, args.tune_split, epochs, args.seed)
-    return "uci_sgmcmc" if settings == default else f"uci_sgmcmc_{settings_digest(settings)}"
+    return base if settings == default else f"{base}_{settings_digest(settings)}"
 
 
 def read_tuning(path: Path, missing_ok: bool = True) -> pd.DataFrame:
@@ -84,14 +99,14 @@ def read_tuning(path: Path, missing_ok: bool = True) -> pd.DataFrame:
     return read_runs(path, LR_COLUMNS, required=["dataset", "method", "lr"], numeric=["lr", "val_rmse", "val_test_ll"], missing_ok=missing_ok)
 
 
-def tune(datasets, methods, args, path: Path) -> pd.DataFrame:
+def tune(datasets, methods, args, path: Path, loaded: dict) -> pd.DataFrame:
     """Stage 1: validation RMSE of every grid point; appended to ``path`` after every run."""
     rows = read_tuning(path).to_dict("records")
     done = {(r["dataset"], r["method"], float(r["lr"])) for r in rows}
     device = device_from_args(args)
     pyro.enable_validation(False)  # as in recipes.sweep.sweep: a diverged rate ends as FloatingPointError, not a validation error
     for dataset in datasets:
-        split = UCIDataset(dataset, args.data_dir).split(args.tune_split).validation(VALIDATION_FRACTION, seed=args.seed)
+        split = loaded[dataset].split(args.tune_split).validation(VALIDATION_FRACTION, seed=args.seed)
         for method in methods:
             for lr in args.grid:
                 if (dataset, method, lr) in done:
@@ -128,15 +143,19 @@ def table(runs: pd.DataFrame, rates: pd.DataFrame) -> pd.DataFrame:
     order_m = {m: i for i, m in enumerate(METHODS)}
     out = out.assign(_d=out.dataset.map(order_d), _m=out.method.map(order_m)).sort_values(["_d", "_m"]).drop(columns=["_d", "_m"])
     columns = ["dataset", "method", "lr", "splits", "rmse", "rmse_se", "test_ll", "test_ll_se", "paper_rmse", "paper_rmse_se", "minus_paper", "z", "rank", "paper_rank"]
+    if out.paper_rmse.isna().all():  # only a user's data sets: nothing of the authors' to compare with
+        columns = [c for c in columns if c not in PAPER_COLUMNS]
     return out[columns].reset_index(drop=True)
 
 
-def notes(out: pd.DataFrame, args, runs_path: Path) -> str:
+def notes(out: pd.DataFrame, args, runs_path: Path, loaded: dict) -> str:
     d = uci_sgmcmc.settings(declaration("sghmc-sa"))
     scale, power, offset = d["omega"]
     best = out.loc[out.groupby("dataset").rmse.idxmin()]
     best_text = "; ".join(f"{r.dataset}: {r.method}" for r in best.itertuples())
-    return "\n\n".join([
+    paper = "paper_rmse" in out
+    own = own_data_note(loaded[name] for name in dict.fromkeys(out.dataset))  # a user's data sets, which the authors did not run
+    return "\n\n".join(part for part in [
         f"Measured columns (`rmse`, `test_ll`, mean ± standard error over `splits` standard Hernandez-Lobato & Adams splits, "
         f"original target units): `examples/uci_sgmcmc_table.py` (per-split rows in `{runs_path.name}`). Every method: one "
         f"hidden layer of 50 ReLU units, minibatches of {d['batch_size']}, {args.epochs or d['epochs']} epochs, SGHMC momentum "
@@ -149,9 +168,9 @@ def notes(out: pd.DataFrame, args, runs_path: Path) -> str:
         "90/10 scikit-learn splits (not the standard ones), raw targets, the last iterate at epoch 200, one learning rate for all "
         "data sets; their Energy is the cooling load, the standard splits' is the heating load, so that row compares different "
         "targets. `minus_paper` = ours - theirs; `z` divides it by the two standard errors combined. `rank`: 1 = lowest RMSE "
-        "within the data set (ours); `paper_rank` the same in their table, where A-SGHMC-SA ranks first on all five.",
-        f"Lowest RMSE here: {best_text}.",
-    ])
+        "within the data set (ours); `paper_rank` the same in their table, where A-SGHMC-SA ranks first on all five." if paper else "",
+        f"Lowest RMSE here: {best_text}." + (f" {own} Not in the authors' table, so v0 = 0.1 and tau_0 = 1 for them." if own else ""),
+    ] if part)
 
 
 def plot(out: pd.DataFrame, results_dir: Path, stem: str) -> Path:
@@ -166,7 +185,8 @@ def plot(out: pd.DataFrame, results_dir: Path, stem: str) -> Path:
         rows = out[out.dataset == dataset]
         x = range(len(rows))
         ax.errorbar([i - 0.12 for i in x], rows.rmse, yerr=rows.rmse_se, fmt="o", label="measured (standard splits)")
-        ax.errorbar([i + 0.12 for i in x], rows.paper_rmse, yerr=rows.paper_rmse_se, fmt="s", label="Deng et al. 2019 (published)")
+        if "paper_rmse" in rows:
+            ax.errorbar([i + 0.12 for i in x], rows.paper_rmse, yerr=rows.paper_rmse_se, fmt="s", label="Deng et al. 2019 (published)")
         ax.set_xticks(list(x))
         ax.set_xticklabels(rows.method, rotation=60, ha="right", fontsize=8)
         ax.set_title(dataset)
@@ -178,15 +198,18 @@ def plot(out: pd.DataFrame, results_dir: Path, stem: str) -> Path:
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--splits", type=split_spec, default="0-19", help="standard split indices")
-    parser.add_argument("--datasets", type=name_list, default=",".join(DATASETS), help="the paper's five by default; any folder in the UCI layout too (its name under --data-dir, or its path; no published numbers)")
+    parser.add_argument("--splits", type=split_spec, default="all", help="split indices, or all (default: every split, 0-19 of the bundled sets)")
+    parser.add_argument("--datasets", type=name_list, default=None, help="the paper's five by default (none with --data); any folder in the UCI layout too (its name under --data-dir, or its path; no published numbers)")
     parser.add_argument("--methods", type=name_list, default=",".join(METHODS))
     parser.add_argument("--lr-grid", default=LR_GRID, help="learning rates tried on the validation split, comma-separated")
     parser.add_argument("--tune-split", type=non_negative_int, default=0, help="the standard split whose training rows are divided for validation")
     parser.add_argument("--epochs", type=positive_int, default=None, help=f"epochs per run (default {uci_sgmcmc.DEFAULTS['epochs']}, the authors' ~200)")
     parser.add_argument("--no-run", action="store_true", help="only build the table from the existing tuning and runs files")
     add_common_arguments(parser)
+    add_user_data_arguments(parser, tasks=("regression",))
     args = parser.parse_args(argv)
+    if args.datasets is None:
+        args.datasets = [] if args.data is not None else list(DATASETS)
     try:
         args.grid = parse_grid(args.lr_grid)
     except ValueError as e:
@@ -195,20 +218,25 @@ def parse_args(argv=None):
     if unknown:
         parser.error(f"unknown method(s) {unknown}; methods: {', '.join(uci_sgmcmc.VARIANTS)}")
     check_uci_datasets(parser, "--datasets", args.datasets, args.data_dir)
-    if args.quick:
-        args.datasets, args.splits, args.grid = args.datasets[:1], "0", args.grid[:2]
+    args.table_name = None  # a user's table's, once read (main)
     return args
 
 
 def main(argv=None):
     args = parse_args(argv)
+    own = user_data(args, tasks=("regression",), bundled=UCI_DATASETS)  # a user's table, beside --datasets
+    # every data set read and checked before the first run, known by its name
+    loaded = uci_datasets(args.datasets, args.data_dir, own)
+    args.datasets, args.table_name = list(loaded), None if own is None else own.name
+    if args.quick:
+        args.datasets, args.splits, args.grid = args.datasets[:1], "0", args.grid[:2]
     results_dir = Path(args.results_dir)
     stem = stem_of(args)
     tuning_path, runs_path = results_dir / f"{stem}_lr.csv", results_dir / f"{stem}_runs.csv"
     if not args.no_run:
         # every split asked for exists, checked before the first run
         for dataset in args.datasets:
-            n_splits = UCIDataset(dataset, args.data_dir).n_splits
+            n_splits = loaded[dataset].n_splits
             try:
                 parse_splits(args.splits, n_splits)
             except ValueError as e:
@@ -220,20 +248,20 @@ def main(argv=None):
             raise FileNotFoundError(f"--no-run needs {tuning_path} and {runs_path}; run without --no-run first")
         tuning = read_tuning(tuning_path, missing_ok=False)
     else:
-        tuning = tune(args.datasets, args.methods, args, tuning_path)
+        tuning = tune(args.datasets, args.methods, args, tuning_path, loaded)
     rates = chosen_rates(tuning[tuning.dataset.isin(args.datasets) & tuning.method.isin(args.methods)], args.grid)
     if not args.no_run:
         lr = {(r.dataset, r.method): r.lr for r in rates.itertuples()}
         # split by split over every data set, resuming from the runs file
-        splits = parse_splits(args.splits, max(UCIDataset(d, args.data_dir).n_splits for d in args.datasets))
+        splits = parse_splits(args.splits, max(loaded[d].n_splits for d in args.datasets))
         config = RunConfig(epochs=args.epochs, num_samples=NUM_SAMPLES, device=device_from_args(args), seed=args.seed, quick=args.quick, progress=not args.no_progress)
-        sweep(args.methods, args.datasets, splits, runs_path, config=config, settings=lambda dataset, method: {"lr": lr[dataset, method]}, data_dir=args.data_dir)
+        sweep(args.methods, [loaded[d] for d in args.datasets], splits, runs_path, config=config, settings=lambda dataset, method: {"lr": lr[dataset, method]}, data_dir=args.data_dir)
     runs = read_results(runs_path, missing_ok=False)
     runs = runs[runs.dataset.isin(args.datasets) & runs.method.isin(args.methods)]
     if runs.empty:
         raise SystemExit(f"no runs of {args.methods} in {runs_path}")
     out = table(runs, rates)
-    save_table(out, f"{stem}_table", results_dir, title="UCI regression: SG-MCMC-SA and its baselines beside Deng et al. (2019)'s appendix table", notes=notes(out, args, runs_path))
+    save_table(out, f"{stem}_table", results_dir, title="UCI regression: SG-MCMC-SA and its baselines beside Deng et al. (2019)'s appendix table", notes=notes(out, args, runs_path, loaded))
     print(to_markdown(out))
     print(f"plot: {plot(out, results_dir, stem + '_table')}")
     return out

@@ -6,17 +6,33 @@ Trains a LeNet on MNIST with Gaussian dropout posteriors parameterised as
     neuron     N(mu_ij, alpha_j mu_ij^2)  weight  N(mu_ij, alpha_ij mu_ij^2)
     additive   N(mu_ij, sigma_ij^2)
 
-under a log-uniform (or ARD) prior, and reports the ELBO on the training set, its data
+under a log-uniform (or ARD) prior (the declarations ``vd-<parameterization>`` of
+``recipes/methods.py``; the protocol is ``recipes/variance_networks.py``), and reports the ELBO on the training set, its data
 term and KL (nats), the accuracy of the network of posterior means (mean propagation) and
 of the posterior predictive averaged over weight samples (test-time averaging). With
 shared dropout rates (layer, neuron) the ELBO drives alpha to infinity and the network
 passes a phase transition after which only the variances carry information: mean
-propagation falls to chance while test-time averaging stays accurate.
+propagation falls to chance while test-time averaging stays accurate. The zero-mean network
+is zero-mean in its hidden layers; its output layer is a point estimate, as in the authors'
+code (with zero-mean output weights the logits' mean is the bias whatever the input, and
+no such network beats one that ignores its input: ``recipes.methods.HiddenLayerWeights``).
+
+Each finished parameterization is a row of ``<stem>_runs.csv`` (``--runs``), with the
+setting it ran under; ``--resume`` keeps the rows there of this setting, skips their
+parameterizations and builds the table from all of them, so a subset
+(``--parameterizations zero-mean``) can be run and merged into the table of the others.
+
+``--data`` takes a user's images instead of MNIST (an ``.npz`` with ``x``, ``y``,
+optionally ``x_test``, ``y_test``): the network reads them with an output per class
+(LeNet-300-100 any image size, the LeNet-5s MNIST's 1x28x28 only); the files are named
+after the data set (``<stem>_<name>.*``) and have no published rows.
 
 Examples::
 
     python examples/variance_networks.py --arch lenet5-bn --epochs 20
     python examples/variance_networks.py --prior ard --parameterizations layer,neuron
+    python examples/variance_networks.py --arch lenet300 --epochs 15 --parameterizations zero-mean --resume
+    python examples/variance_networks.py --arch lenet300 --data digits.npz --epochs 20
     python examples/variance_networks.py --quick          # smoke run used by the tests
 """
 
@@ -26,20 +42,43 @@ from pathlib import Path
 
 import pandas as pd
 
+from pyrozoo import atomic
 from pyrozoo.data import load_mnist
 from pyrozoo.guides.variational_dropout import PARAMETERIZATIONS
-from pyrozoo.reporting import save_figure
-from pyrozoo.reporting import save_table, to_markdown
-from pyrozoo.utils import set_seed
-from recipes.cli import add_common_arguments, device_from_args, name_list, non_negative_int, positive_int, run_main
-from recipes.variance_networks import ARCHITECTURES
-from recipes.variance_networks import PRIORS, PUBLISHED_TABLE2, accuracy_tracker, evaluate_parameterization, train_variational_dropout
+from pyrozoo.reporting import save_figure, save_table, to_markdown
+from recipes import read_runs
+from recipes.cli import (
+    add_common_arguments,
+    add_image_data_arguments,
+    device_from_args,
+    file_digest,
+    image_data,
+    image_data_note,
+    name_list,
+    non_negative_int,
+    positive_int,
+    run_main,
+)
+from recipes.lenet_recipes import MNIST_CLASSES, MNIST_INPUT_SHAPE
+from recipes.variance_networks import (
+    ARCHITECTURES,
+    PRIORS,
+    PUBLISHED_EPOCHS,
+    PUBLISHED_TABLE2,
+    accuracy_tracker,
+    check_variance_network_input,
+    phase_transition_note,
+    run,
+)
 
 COLUMNS = ["parameterization", "source", "epochs", "elbo", "data_term", "kl", "mean_propagation_accuracy", "test_time_averaging_accuracy", "mean_log_alpha"]
-#: the authors' training length (epochs)
-PUBLISHED_EPOCHS = 200
-#: mean propagation counts as collapsed (past the phase transition) below this accuracy (percent)
-COLLAPSED_ACCURACY = 20.0
+#: the setting a run belongs to: ``--resume`` merges only runs of one setting
+SETTING = ["dataset", "arch", "prior", "train_examples", "epochs", "seed", "num_samples"]
+METRICS = ["elbo", "data_term", "kl", "mean_propagation_accuracy", "test_time_averaging_accuracy", "mean_log_alpha"]
+RUN_COLUMNS = ["parameterization", *SETTING, *METRICS, "train_seconds"]
+#: what a run read back must have (``train_seconds`` may be blank: a run carried over from a table)
+RUN_REQUIRED = ["parameterization", *SETTING, *METRICS]
+INTEGER_SETTINGS = ("train_examples", "epochs", "seed", "num_samples")
 
 
 def parse_args(argv=None):
@@ -54,7 +93,10 @@ def parse_args(argv=None):
     parser.add_argument("--track-every", type=non_negative_int, default=0, help="every N epochs, record mean-propagation and test-time-averaging accuracy on --track-size test images (0: off); saved as <stem>_trajectory.{csv,md,png}")
     parser.add_argument("--track-size", type=positive_int, default=2000)
     parser.add_argument("--stem", default="variance_networks", help="stem of the saved table")
+    parser.add_argument("--runs", type=Path, default=None, help="CSV of one row per parameterization run (default: <results-dir>/<stem>_runs.csv)")
+    parser.add_argument("--resume", action="store_true", help="keep the runs of this setting already in --runs, skip their parameterizations and table them all")
     add_common_arguments(parser)
+    add_image_data_arguments(parser)
     args = parser.parse_args(argv)
     bad = [p for p in args.parameterizations if p not in PARAMETERIZATIONS]
     if bad:
@@ -66,75 +108,116 @@ def main(argv=None):
     args = parse_args(argv)
     names = args.parameterizations
     device = device_from_args(args)
-    train = load_mnist("mnist", train=True, data_dir=args.data_dir)
-    test = load_mnist("mnist", train=False, data_dir=args.data_dir)
+    # a user's images, read and checked before any work
+    own = image_data(args, bundled=("mnist",))
+    if own is not None:
+        check_variance_network_input(own, args.arch)
+        train, test = (own.x_train, own.y_train), (own.x_test, own.y_test)
+        # its name and contents name its runs and checkpoints: a changed file never resumes or merges with them
+        digest = file_digest(args.data)
+        shape, dataset = {"input_shape": own.input_shape, "num_classes": own.num_classes}, f"{own.dataset} (sha1 {digest})"
+    else:
+        train = load_mnist("mnist", train=True, data_dir=args.data_dir)
+        test = load_mnist("mnist", train=False, data_dir=args.data_dir)
+        shape, dataset = {"input_shape": MNIST_INPUT_SHAPE, "num_classes": MNIST_CLASSES}, "mnist"
     epochs, num_samples = args.epochs, args.num_samples
     if args.train_size:
         train = (train[0][: args.train_size], train[1][: args.train_size])
     if args.quick:
         train, test = (train[0][:500], train[1][:500]), (test[0][:200], test[1][:200])
         epochs, num_samples = 1, 2
-    rows, trajectories = [], []
+    stem = args.stem + ("" if own is None else f"_{own.dataset}")
+    runs_path = args.runs or args.results_dir / f"{stem}_runs.csv"
+    setting = {"dataset": dataset, "arch": args.arch, "prior": args.prior, "train_examples": len(train[0]), "epochs": epochs, "seed": args.seed, "num_samples": num_samples}
+    # the finished runs of this setting (kept with --resume), checked before any training
+    rows = previous_runs(runs_path, setting) if args.resume else []
+    done = {r["parameterization"] for r in rows}
+    trajectories = []
     tracker = accuracy_tracker((test[0][: args.track_size], test[1][: args.track_size]), num_samples=min(num_samples, 10)) if args.track_every else None
+    tag = "" if own is None else f"{own.dataset}_{digest}_"
     for p in names:
-        set_seed(args.seed)
+        if p in done:
+            print(f"{p}: kept from {runs_path}", flush=True)
+            continue
         t0 = time.perf_counter()
-        checkpoint = f"{args.checkpoint_dir}/variance_networks_{args.arch}_{args.prior}_{p}.pt" if args.checkpoint_dir else None
-        model, guide, history = train_variational_dropout(
-            args.arch, p, train, epochs=epochs, prior=args.prior, seed=args.seed, device=device,
-            checkpoint=checkpoint, progress=not args.no_progress, tracker=tracker, track_every=max(args.track_every, 1),
+        # the zero-mean network's output layer is a point estimate now: no checkpoint of the
+        # earlier, all-zero-mean one may resume it
+        checkpoint = f"{args.checkpoint_dir}/variance_networks_{tag}{args.arch}_{args.prior}_{'zero-mean-hidden' if p == 'zero-mean' else p}.pt" if args.checkpoint_dir else None
+        row, trajectory = run(
+            args.arch, p, train, test, epochs=epochs, prior=args.prior, num_samples=num_samples, seed=args.seed, device=device,
+            checkpoint=checkpoint, progress=not args.no_progress, tracker=tracker, track_every=max(args.track_every, 1), **shape,
         )
-        for point in history.attrs.get("trajectory", []):
-            trajectories.append({"parameterization": p, **point})
-        row = {"parameterization": p, "source": "measured (this repository)", "epochs": len(history), **evaluate_parameterization(model, guide, train, test, num_samples)}
-        row["train_seconds"] = time.perf_counter() - t0
+        trajectories += trajectory
+        row = {**row, **setting, "train_seconds": time.perf_counter() - t0}
         rows.append(row)
+        atomic.write_csv(pd.DataFrame(rows)[RUN_COLUMNS], runs_path)
         print(f"{p}: " + ", ".join(f"{k}={v:.4g}" for k, v in row.items() if isinstance(v, float)), flush=True)
-    published = [{"parameterization": p, "source": "published: Molchanov 2022, Table 2", **PUBLISHED_TABLE2[p]} for p in names]
-    table = pd.DataFrame(rows + published)
+    measured = [{**{c: r[c] for c in COLUMNS if c in r}, "source": "measured (this repository)"} for r in rows]
+    published = [] if own is not None else [
+        {"parameterization": r["parameterization"], "source": "published: Molchanov 2022, Table 2", **PUBLISHED_TABLE2[r["parameterization"]]} for r in rows
+    ]
+    table = pd.DataFrame(measured + published)
     for c in COLUMNS:
         if c not in table:
             table[c] = float("nan")
     table = table[COLUMNS]
     print(to_markdown(table, floatfmt=".4g"))
+    data_name = "MNIST" if own is None else own.dataset
     notes = (
-        f"Measured: {args.arch} on MNIST ({len(train[0])} training examples), prior {args.prior}, {epochs} epochs per "
+        f"Measured: {args.arch} on {data_name} ({len(train[0])} training examples), prior {args.prior}, {epochs} epochs per "
         f"parameterization, batch 100, Adam 1e-3 decayed linearly to 0, KL warm-up, local reparameterization, log alpha "
         f"clipped to [-20, 20]; ELBO, data term (one weight sample per batch of the training set) and KL in nats over "
         f"the training set; accuracies in percent on the {len(test[0])} test images; test-time averaging over "
-        f"{num_samples} weight samples. Published rows: the thesis' Table 2, whose setup and units are not stated "
-        f"there, so only the pattern (mean propagation near chance for zero-mean, layer- and neuron-wise rates; "
-        f"test-time averaging accurate for all) is comparable. {phase_transition_note(rows, epochs)} "
-        f"Produced by examples/variance_networks.py."
+        f"{num_samples} weight samples."
     )
-    save_table(table, args.stem, args.results_dir, title="Variance networks: ELBO and accuracy by parameterization", notes=notes)
+    if any(r["parameterization"] == "zero-mean" for r in rows):
+        notes += (
+            " The zero-mean network: every hidden layer zero-mean, the output layer a point estimate, as in the authors' code (with "
+            "zero-mean output weights the logits' mean is the bias whatever the input, and by Jensen's inequality such a "
+            "network cannot beat one that ignores its input)."
+        )
+    if own is None:
+        notes += (
+            " Published rows: the thesis' Table 2, whose setup and units are not stated "
+            "there, so only the pattern (mean propagation near chance for zero-mean, layer- and neuron-wise rates; "
+            "test-time averaging accurate for all) is comparable."
+        )
+    if done:
+        notes += f" Kept from {Path(runs_path).name} (--resume; run earlier, in this setting): {', '.join(r['parameterization'] for r in rows if r['parameterization'] in done)}."
+    notes += f" {phase_transition_note(rows, epochs)} Produced by examples/variance_networks.py."
+    if own is not None:
+        notes += " " + image_data_note(own, args.data) + " No published results exist for it."
+    save_table(table, stem, args.results_dir, title="Variance networks: ELBO and accuracy by parameterization", notes=notes)
     if trajectories:
-        save_trajectory(pd.DataFrame(trajectories), args, min(num_samples, 10))
+        trajectory = pd.DataFrame(trajectories)
+        path = Path(args.results_dir) / f"{stem}_trajectory.csv"
+        if args.resume and path.exists():  # the curves of the runs kept, from the call that ran them
+            before = read_runs(path, ["parameterization", "epoch"], numeric=["epoch"])
+            kept = before[before.parameterization.isin(done)]
+            trajectory = pd.concat([kept, trajectory], ignore_index=True, sort=False)
+        save_trajectory(trajectory, args, min(num_samples, 10), stem)
     return table
 
 
-def phase_transition_note(rows, epochs: int) -> str:
-    """Whether the shared-rate networks have passed the phase transition, read off the results."""
-    shared = [r for r in rows if r["parameterization"] in ("layer", "neuron")]
-    note = f"Training length: {epochs} epochs per parameterization, against the authors' {PUBLISHED_EPOCHS}"
-    note += "." if epochs >= PUBLISHED_EPOCHS else f" ({PUBLISHED_EPOCHS / max(epochs, 1):.3g}x shorter)."
-    untrained = [r["parameterization"] for r in rows if r["test_time_averaging_accuracy"] < COLLAPSED_ACCURACY]
-    if untrained:
-        note += f" Not learned in this run (test-time averaging near chance): {', '.join(untrained)}."
-    if not shared:
-        return note
-    accs = ", ".join(f"{r['parameterization']} {r['mean_propagation_accuracy']:.1f}%" for r in shared)
-    if all(r["mean_propagation_accuracy"] < COLLAPSED_ACCURACY for r in shared):
-        return note + f" The phase transition is visible: mean propagation of the shared-rate networks is near chance ({accs})."
-    return note + (
-        f" The phase transition has NOT happened in this run: mean propagation of the shared-rate networks is still "
-        f"accurate ({accs}), so this table does not reproduce the thesis' pattern for them."
-    )
+def previous_runs(path: Path, setting: dict) -> list:
+    """The rows of ``path`` (``--runs``), all of which must be of ``setting``: a table mixes no
+    two settings."""
+    runs = read_runs(path, RUN_COLUMNS, required=RUN_REQUIRED, numeric=[*INTEGER_SETTINGS, *METRICS])
+    rows = runs.to_dict("records")
+    for r in rows:
+        theirs = {k: int(r[k]) if k in INTEGER_SETTINGS else str(r[k]) for k in SETTING}
+        if theirs != setting:
+            differ = ", ".join(f"{k} {theirs[k]} (now {setting[k]})" for k in SETTING if theirs[k] != setting[k])
+            raise ValueError(
+                f"{path} holds a run of {r['parameterization']} in another setting: {differ}; a table mixes no two settings: "
+                "give another --runs (or --stem), or leave out --resume to start afresh"
+            )
+    return rows
 
 
-def save_trajectory(trajectory: pd.DataFrame, args, num_samples: int) -> None:
+def save_trajectory(trajectory: pd.DataFrame, args, num_samples: int, table_stem: str) -> None:
     """Mean-propagation vs test-time-averaging accuracy during training (the phase transition)."""
-    stem = f"{args.stem}_trajectory"
+    stem = f"{table_stem}_trajectory"
     notes = (
         f"Accuracy (percent) on the first {args.track_size} test images during training: mean propagation (the network of "
         f"posterior means) and test-time averaging ({num_samples} weight samples); mean log alpha per layer. "

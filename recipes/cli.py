@@ -14,6 +14,7 @@ import torch
 
 from pyrozoo.utils import parse_int_ranges
 from recipes.paths import default_data_dir
+from recipes.provenance import recording_outputs
 
 #: where the examples write tables and plots unless ``--results-dir`` says otherwise
 #: (relative: the repository's ``docs/results`` when run from its root, as ``make demo`` does)
@@ -244,9 +245,12 @@ USER_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError)
 def run_main(main) -> None:
     """Runs an example's ``main()`` as a command: a :data:`USER_ERRORS` exception ends it with
     a one-line message and exit status 1 instead of a traceback (``PYROZOO_TRACEBACK=1``
-    shows the traceback); an int returned is the exit status."""
+    shows the traceback); an int returned is the exit status. The results files it wrote
+    under this checkout's ``docs/results`` get their rows in ``docs/results/MANIFEST.csv``
+    (:func:`recipes.provenance.recording_outputs`)."""
     try:
-        code = main()
+        with recording_outputs():
+            code = main()
     except USER_ERRORS as e:
         if os.environ.get("PYROZOO_TRACEBACK"):
             raise
@@ -305,12 +309,26 @@ def add_user_data_arguments(parser: argparse.ArgumentParser, tasks=("regression"
     return parser
 
 
-def user_data(args, tasks=("regression", "classification")):
+def user_data(args, tasks=("regression", "classification"), bundled=()):
     """The data set :func:`add_user_data_arguments`'s options name, or ``None`` without
     ``--data``: a :class:`~pyrozoo.data.RegressionTable` or :class:`~pyrozoo.data.ClassificationTable`
     (a table), or the :class:`~pyrozoo.data.ClassificationSplit` of an ``.npz`` of images (the
     ``--seed``-drawn 90/10 hold-out when it has no test arrays). ``ValueError`` (one line from
-    :func:`run_main`) for options that do not fit together or data that cannot work."""
+    :func:`run_main`) for options that do not fit together, data that cannot work, or data
+    named like one of the ``bundled`` data sets (its results and published numbers would mix
+    with theirs)."""
+    data = _user_data(args, tasks)
+    if data is not None:
+        _not_bundled(args, getattr(data, "name", None) or data.dataset, bundled)
+    return data
+
+
+def _not_bundled(args, name: str, bundled) -> None:
+    if name in bundled:
+        raise ValueError(f"--data {args.data}: {name!r} is the name of a bundled data set, whose results would mix with these; rename the file")
+
+
+def _user_data(args, tasks):
     from pyrozoo.data import load_image_arrays, load_table
     from pyrozoo.data.tables import table_columns
 
@@ -334,6 +352,74 @@ def user_data(args, tasks=("regression", "classification")):
         return load_table(args.data, args.target, task=task, features=args.features, splits_by=args.splits_by, n_splits=args.n_splits, seed=args.seed)
     except ImportError as e:  # a Parquet table without pyarrow: the user's to install
         raise ValueError(str(e)) from None
+
+
+def add_image_data_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """``--data``: an ``.npz`` of images (``x``, ``y``, optionally ``x_test``, ``y_test``) instead
+    of the bundled MNIST, for the MNIST-style examples; read by :func:`image_data`."""
+    group = parser.add_argument_group("your own data", "an .npz of images: x, y, optionally x_test and y_test (pyrozoo.data.load_image_arrays)")
+    group.add_argument("--data", type=data_file, default=None, help="an .npz of images to use instead of MNIST (uint8 pixels are scaled to [0, 1]; without x_test / y_test a --seed-drawn 10%% is held out)")
+    return parser
+
+
+def image_data(args, bundled=(), pixels_in_unit_interval: Optional[str] = None):
+    """The :class:`~pyrozoo.data.ClassificationSplit` of ``--data``'s image arrays (the
+    ``--seed``-drawn 90/10 hold-out when they have no test arrays), or ``None`` without
+    ``--data``. ``ValueError`` (one line from :func:`run_main`) for a table, for arrays named
+    like one of the ``bundled`` data sets (their results would mix), and, where
+    ``pixels_in_unit_interval`` gives the reason (e.g. an attack that clips to [0, 1]), for
+    images with values outside [0, 1]."""
+    from pyrozoo.data import load_image_arrays
+
+    if args.data is None:
+        return None
+    if not args.data.name.lower().endswith(".npz"):
+        raise ValueError(f"--data {args.data}: this script takes images, an .npz with x and y (and optionally x_test, y_test), not a table")
+    data = load_image_arrays(args.data, seed=args.seed)
+    _not_bundled(args, data.dataset, bundled)
+    if pixels_in_unit_interval is not None:
+        low = min(float(data.x_train.min()), float(data.x_test.min()))
+        high = max(float(data.x_train.max()), float(data.x_test.max()))
+        if low < 0.0 or high > 1.0:
+            raise ValueError(f"--data {args.data}: the images hold values in [{low:g}, {high:g}], but {pixels_in_unit_interval}: scale them to [0, 1] (uint8 images are scaled when read)")
+    return data
+
+
+def image_data_note(data, path) -> str:
+    """One sentence saying where a user's images come from (for a table's notes)."""
+    shape = "x".join(map(str, data.input_shape))
+    return f"Data: {data.dataset}: image arrays {path}, {len(data.y_train)} training and {len(data.y_test)} test images of shape {shape}, {data.num_classes} classes."
+
+
+def file_digest(path) -> str:
+    """Eight hex digits of a file's contents: named in the checkpoints of runs on a user's data,
+    so that a run on a changed file never resumes one on the old."""
+    digest = hashlib.sha1()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:8]
+
+
+def uci_datasets(names, data_dir, table=None) -> dict:
+    """``{name: data set}``: each of ``names`` read as a folder in the UCI layout
+    (:class:`~pyrozoo.data.UCIDataset`, by name under ``data_dir`` or by path), then ``table``
+    (a user's loaded :class:`~pyrozoo.data.RegressionTable`), if given, by its name."""
+    from pyrozoo.data import UCIDataset
+
+    loaded = {name: UCIDataset(name, data_dir) for name in names}
+    if table is not None:
+        loaded[table.name] = table
+    return loaded
+
+
+def own_data_note(datasets) -> str:
+    """A sentence describing the data sets of ``datasets`` (loaded) that are not bundled and so
+    have no published numbers (``""`` when all are bundled), for a table's notes."""
+    from pyrozoo.data import UCI_DATASETS
+
+    own = [d.describe() if hasattr(d, "describe") else f"{d.name}: the folder {d.folder} in the UCI layout" for d in datasets if d.name not in UCI_DATASETS]
+    return "Data without published baselines: " + "; ".join(own) + "." if own else ""
 
 
 def check_uci_datasets(parser: argparse.ArgumentParser, option: str, names, data_dir) -> None:

@@ -12,7 +12,11 @@ declarations (:mod:`recipes.methods`).
 
 A run's settings come from the example's parsed options (``args``: ``epochs``,
 ``batch_size``, ``lr``, ``adam_lr``, ``tau``, ``thin``, ``burn_in``, ``burn_in_epochs``,
-``v0``, ``v1``, ``prior_scale``, ``seed``, ``dataset``, ``no_progress``).
+``v0``, ``v1``, ``prior_scale``, ``seed``, ``dataset``, ``num_classes``, ``no_progress``).
+
+A user's images run when they have MNIST's shape, ``1 x 28 x 28`` (:data:`INPUT_SHAPE`: the
+network's first fully connected layer reads 64 maps of 7 x 7), with the network's output
+sized to their classes; their inverse temperature is MNIST's unless ``tau`` is given.
 """
 
 import math
@@ -34,6 +38,11 @@ from recipes.methods import method as declaration
 DECLARATIONS = {"adam": "map", "dropout": "map", "sghmc": "sghmc-ssgl", "sghmc-sa": "sghmc-sa"}
 METHODS = tuple(DECLARATIONS)
 DATASETS = {"mnist": "MNIST", "fashion": "Fashion-MNIST"}
+#: the one input shape the network takes (:class:`~pyrozoo.models.TwoConvTwoFCNet`), and its classes on the bundled sets
+INPUT_SHAPE, NUM_CLASSES = (1, 28, 28), 10
+NETWORK = "the 2-Conv-2-FC CNN"
+#: Deng et al.'s inverse temperatures; a user's data set takes MNIST's
+TAU = {"mnist": 1000.0, "fashion": 2500.0}
 #: Deng et al. (2019), Table 2 (accuracy %, no data augmentation): Vanilla, Dropout, SGHMC, SGHMC-SA
 PUBLISHED = {("adam", "mnist"): 99.31, ("dropout", "mnist"): 99.38, ("sghmc", "mnist"): 99.47, ("sghmc-sa", "mnist"): 99.59,
              ("adam", "fashion"): 92.73, ("dropout", "fashion"): 92.81, ("sghmc", "fashion"): 92.88, ("sghmc-sa", "fashion"): 93.01}
@@ -53,9 +62,15 @@ def run(method, data, args, device, run_dir):
     return runner(method, data, args, device, run_dir)
 
 
-def load(dataset, data_dir, quick, device):
-    x, y = load_mnist(dataset, train=True, data_dir=data_dir)
-    x_test, y_test = load_mnist(dataset, train=False, data_dir=data_dir)
+def load(dataset, data_dir, quick, device, images=None):
+    """``(x, y, x_test, y_test)`` on ``device``: the bundled ``dataset``, or ``images`` (a
+    user's :class:`~pyrozoo.data.ClassificationSplit`, of :data:`INPUT_SHAPE`); ``quick``: the
+    first 512 training and 256 test examples."""
+    if images is not None:
+        x, y, x_test, y_test = images.x_train, images.y_train, images.x_test, images.y_test
+    else:
+        x, y = load_mnist(dataset, train=True, data_dir=data_dir)
+        x_test, y_test = load_mnist(dataset, train=False, data_dir=data_dir)
     if quick:
         x, y, x_test, y_test = x[:512], y[:512], x_test[:256], y_test[:256]
     return x.to(device), y.to(device), x_test.to(device), y_test.to(device)
@@ -78,7 +93,7 @@ def run_point_estimate(method, data, args, device, run_dir):
     x, y, x_test, y_test = data
     spec = declaration(DECLARATIONS[method])
     s = RunConfig().settings({"prior_scale": args.prior_scale}, spec.defaults)
-    net = TwoConvTwoFCNet(dropout=0.5 if method == "dropout" else 0.0).to(device)
+    net = TwoConvTwoFCNet(num_classes=args.num_classes, dropout=0.5 if method == "dropout" else 0.0).to(device)
     model = BayesianNeuralNetwork(net, spec.prior(s), Categorical(len(x)))
     guide = spec.guide(model, s)
     net.train()
@@ -108,7 +123,7 @@ def protocol_settings(net, args) -> dict:
 def sampler_model(method, x, args, device):
     """The SSGL model of ``method``'s declaration and its sampler's adaptations."""
     spec = declaration(DECLARATIONS[method])
-    net = TwoConvTwoFCNet().to(device)
+    net = TwoConvTwoFCNet(num_classes=args.num_classes).to(device)
     s = RunConfig().settings(protocol_settings(net, args), spec.defaults)
     model = BayesianNeuralNetwork(net, spec.prior(s), Categorical(len(x)))
     return model, spec, s, spec.adaptations(model, s)
@@ -125,7 +140,7 @@ def burn_in_steps(args, steps_per_epoch):
 def run_sampler(method, data, args, device, run_dir):
     x, y, x_test, y_test = data
     model, spec, s, adaptations = sampler_model(method, x, args, device)
-    tau = args.tau if args.tau is not None else {"mnist": 1000.0, "fashion": 2500.0}[args.dataset]
+    tau = args.tau if args.tau is not None else TAU.get(args.dataset, TAU["mnist"])
     sampler = spec.sampler(model, s, args.lr, inverse_temperature=tau, adaptations=adaptations)
     average = StepSizeWeightedAverage()
     sink = DiskSamples(run_dir / "samples", shard_size=10)

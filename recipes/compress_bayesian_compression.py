@@ -34,7 +34,7 @@ from pyrozoo.models import BayesianNeuralNetwork, Categorical
 from recipes.config import RunConfig
 from recipes.lenet import COMPRESSION_REGISTRY, CompressionResult
 from recipes.methods import MethodSpec, method
-from recipes.lenet_recipes import classification_error, compressed_result, fit_recipe, kl_warmup, linear_to_zero, make_network, training_details, resolve_epochs
+from recipes.lenet_recipes import classification_error, compressed_result, fit_recipe, kl_warmup, linear_to_zero, network_for, training_details, resolve_epochs
 
 _SOURCE = "Louizos et al. 2017, Table 1 (architecture, bits) and code README (error, compression)"
 
@@ -57,7 +57,7 @@ def train_bayesian_compression(train, config: RunConfig, epochs: int, spec: Meth
     s = config.settings(spec.defaults, DEFAULTS)
     pyro.clear_param_store()
     torch.manual_seed(config.seed)
-    net = make_network(config.arch, s["init"])
+    net = network_for(config, s["init"])
     model = BayesianNeuralNetwork(net, spec.prior(s), Categorical(dataset_size=len(train[0])))
     guide = spec.guide(model, s)
     lr_schedule = linear_to_zero(epochs, float(s["lr_hold"]))

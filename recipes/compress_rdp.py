@@ -39,7 +39,7 @@ from pyrozoo.models import BayesianNeuralNetwork, Categorical
 from recipes.config import RunConfig, Settings
 from recipes.lenet import CompressionResult, register_compression_method
 from recipes.methods import method
-from recipes.lenet_recipes import compressed_result, fit_recipe, make_network, training_details, resolve_epochs
+from recipes.lenet_recipes import compressed_result, fit_recipe, network_for, training_details, resolve_epochs
 
 _SOURCE = "Oh et al. 2020, Table 2 (their counting convention for params/FLOPs is not stated)"
 
@@ -74,7 +74,7 @@ def train_rdp(train, config: RunConfig, epochs: int):
     s = settings(config)
     pyro.clear_param_store()
     torch.manual_seed(config.seed)
-    net = make_network(config.arch, "torch")
+    net = network_for(config, "torch")
     model = BayesianNeuralNetwork(net, SPEC.prior(s), Categorical(dataset_size=len(train[0])))
     guide = SPEC.guide(model, s)
     history = fit_recipe(model, guide, train, config, epochs, float(s["lr"]), **SPEC.fit_arguments(s, epochs))

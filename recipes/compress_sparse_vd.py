@@ -18,7 +18,7 @@ from pyrozoo.models.dropout_priors import ARDPrior, LogUniformPrior
 from recipes.config import RunConfig
 from recipes.lenet import CompressionResult, register_compression_method
 from recipes.methods import method
-from recipes.lenet_recipes import compressed_result, fit_recipe, kl_warmup, linear_to_zero, make_network, training_details, resolve_epochs
+from recipes.lenet_recipes import compressed_result, fit_recipe, kl_warmup, linear_to_zero, network_for, training_details, resolve_epochs
 
 PRIORS = {"log-uniform": LogUniformPrior, "ard": ARDPrior}
 
@@ -41,7 +41,7 @@ def train_sparse_vd(train, config: RunConfig, epochs: int):
     s = config.settings(DEFAULTS, SPEC.defaults)
     pyro.clear_param_store()
     torch.manual_seed(config.seed)
-    net = make_network(config.arch, s["init"])
+    net = network_for(config, s["init"])
     prior = s["prior"]
     if prior not in PRIORS:
         raise ValueError(f"unknown prior {prior!r} for sparse-vd; choose from {sorted(PRIORS)}")

@@ -1,6 +1,12 @@
 """Shared pieces of the LeNet compression recipes: the papers' initialisation, learning-rate
 schedules, and the evaluation of a compressed network as a
-:class:`~recipes.lenet.CompressionResult`."""
+:class:`~recipes.lenet.CompressionResult`.
+
+The networks are MNIST's (``1 x 28 x 28`` inputs, 10 classes) unless a run's
+``config.extra`` gives ``input_shape`` and ``num_classes`` (a user's images,
+:func:`network_for`): LeNet-300-100 then reads the flattened inputs, whatever their shape;
+LeNet-5-Caffe only takes MNIST's shape.
+"""
 
 import math
 from typing import Dict, Optional, Tuple
@@ -9,6 +15,7 @@ import torch
 from torch import nn
 
 from pyrozoo.compression import count_network, format_sparsity, remove_pruned_units, sparse_storage_bytes, to_sparse
+from pyrozoo.data import check_input_shape
 from pyrozoo.inference import ClosedFormKL_ELBO, LinearKLWarmup, fit
 from pyrozoo.models import LeNet5, LeNet300100
 from recipes.config import RunConfig
@@ -16,15 +23,25 @@ from recipes.lenet import ARCHITECTURES, CompressionResult
 
 #: epochs of the authors' LeNet scripts (Molchanov et al. 2017)
 PAPER_EPOCHS = 200
+#: MNIST's inputs and classes, for which the LeNets were designed; LeNet-5-Caffe's first fully
+#: connected layer reads 50 maps of 4 x 4, which only 28 x 28 inputs leave
+MNIST_INPUT_SHAPE, MNIST_CLASSES = (1, 28, 28), 10
+#: the architectures by the names that errors give them
+NAMES = {"lenet300": "LeNet-300-100", "lenet5": "LeNet-5-Caffe"}
 
 
-def make_network(arch: str, init: str = "molchanov") -> nn.Module:
-    """LeNet-300-100 or LeNet-5-Caffe. ``init="molchanov"``: dense weights ``N(0, 0.01^2)``,
-    convolutions Glorot-uniform, biases 0 (the Lasagne defaults of the Sparse VD scripts);
-    ``"torch"``: PyTorch's default initialisation."""
+def make_network(arch: str, init: str = "molchanov", input_shape=MNIST_INPUT_SHAPE, num_classes: int = MNIST_CLASSES) -> nn.Module:
+    """LeNet-300-100 (reading ``input_shape`` flattened) or LeNet-5-Caffe (``input_shape``
+    must be MNIST's), with ``num_classes`` outputs. ``init="molchanov"``: dense weights
+    ``N(0, 0.01^2)``, convolutions Glorot-uniform, biases 0 (the Lasagne defaults of the
+    Sparse VD scripts); ``"torch"``: PyTorch's default initialisation."""
     if arch not in ARCHITECTURES:
         raise ValueError(f"unknown architecture {arch!r}; choose one of {ARCHITECTURES}")
-    net = LeNet300100() if arch == "lenet300" else LeNet5()
+    input_shape = tuple(int(d) for d in input_shape)
+    if arch == "lenet5" and input_shape != MNIST_INPUT_SHAPE:
+        shape = "x".join(map(str, input_shape))
+        raise ValueError(f"{NAMES[arch]} is built for inputs of shape 1x28x28, not {shape}; lenet300 reads inputs of any shape")
+    net = LeNet300100(int(math.prod(input_shape)), int(num_classes)) if arch == "lenet300" else LeNet5(num_classes=int(num_classes))
     if init == "torch":
         return net
     if init != "molchanov":
@@ -40,8 +57,26 @@ def make_network(arch: str, init: str = "molchanov") -> nn.Module:
     return net
 
 
-def example_input(arch: str) -> torch.Tensor:
-    return torch.zeros(1, 1, 28, 28)
+def check_network_input(data, arch: str) -> None:
+    """``ValueError`` unless ``arch`` takes the inputs of ``data`` (a user's
+    :class:`~pyrozoo.data.ClassificationSplit`), before any work: LeNet-5-Caffe takes MNIST's
+    shape only (:func:`pyrozoo.data.check_input_shape`, pointing to LeNet-300-100, which takes any)."""
+    if arch == "lenet5":
+        try:
+            check_input_shape(data, MNIST_INPUT_SHAPE, NAMES[arch])
+        except ValueError as e:
+            raise ValueError(f"{e} (--arch lenet300)") from None
+
+
+def network_for(config: RunConfig, init: str) -> nn.Module:
+    """:func:`make_network` of ``config.arch`` for the run's data: ``config.extra``'s
+    ``input_shape`` and ``num_classes``, MNIST's when not given."""
+    return make_network(config.arch, init, config.extra.get("input_shape", MNIST_INPUT_SHAPE), config.extra.get("num_classes", MNIST_CLASSES))
+
+
+def example_input(arch: str, input_shape=MNIST_INPUT_SHAPE) -> torch.Tensor:
+    """One input of zeros, which the structured export and the counting trace the network with."""
+    return torch.zeros(1, *input_shape)
 
 
 def linear_to_zero(epochs: int, hold_fraction: float = 0.0):
@@ -122,7 +157,7 @@ def compressed_result(
     test error, kept weights, FLOPs and architecture (convention of
     :mod:`pyrozoo.compression.counting`) against the weights of ``dense_net``."""
     masked_net = masked_net.cpu().eval()
-    x_example = example_input(arch)
+    x_example = example_input(arch, tuple(test[0].shape[1:]))
     export = remove_pruned_units(masked_net, x_example)
     compressed = export.module.eval()
     x_check = test[0][:500]

@@ -13,6 +13,12 @@ tests' case list (``tests/recipes/test_methods.py``).
 
 Factories take the run's :class:`~recipes.config.Settings` (``s``), so any default below is
 overridden by the run's ``extra`` settings without the protocols knowing the method.
+
+Besides the BNN methods, the declarations cover the DSIVI studies of Molchanov (2022): a
+Normal-Gamma hierarchical prior trained jointly or marginally (:mod:`recipes.dsivi_hierarchical`,
+Eqs. 17-20; :mod:`recipes.dsivi_toy` fits a known scale mixture with the same declarations),
+the VAE priors of Table 3 (:mod:`recipes.vae_priors`) and the variational-dropout
+parameterisations of Table 2 (:mod:`recipes.variance_networks`).
 """
 
 import math
@@ -24,8 +30,18 @@ import torch
 from pyro.infer.autoguide import AutoGuideList
 from pyro.infer.autoguide.initialization import InitMessenger
 
-from pyrozoo.guides import BayesianCompressionGuide, DeltaGuide, MeanFieldNormalGuide, RadialDirectionalGuide, SemiImplicitGuide, SparseVariationalDropoutGuide
+from pyrozoo.distributions import PriorComponentCache
+from pyrozoo.guides import (
+    BayesianCompressionGuide,
+    DeltaGuide,
+    MeanFieldNormalGuide,
+    RadialDirectionalGuide,
+    SemiImplicitGuide,
+    SparseVariationalDropoutGuide,
+    VariationalDropoutGuide,
+)
 from pyrozoo.guides.base import init_to_network
+from pyrozoo.guides.variational_dropout import PARAMETERIZATIONS
 from pyrozoo.inference import (
     DSIVI_ELBO,
     SGHMC,
@@ -39,19 +55,40 @@ from pyrozoo.inference import (
 )
 from pyrozoo.inference.sgmcmc_sa import StochasticApproximation
 from pyrozoo.inference.step_sizes import PolynomialDecay
-from pyrozoo.models import GroupHorseshoePrior, GroupNormalJeffreysPrior, LogUniformPrior, NormalGammaPrior, NormalPrior, RadialDirectionalPrior, ScaleMixturePrior, SpikeAndSlabPrior
+from pyrozoo.models import (
+    AggregatedPosteriorPrior,
+    ARDPrior,
+    GroupHorseshoePrior,
+    GroupNormalJeffreysPrior,
+    LogUniformPrior,
+    NormalGammaPrior,
+    NormalPrior,
+    RadialDirectionalPrior,
+    ScaleMixturePrior,
+    SpikeAndSlabPrior,
+    StandardNormalLatentPrior,
+    VampPrior,
+)
+from pyrozoo.models.dropout_priors import NORMALIZATION_LAYERS
+from pyrozoo.models.selection import ParameterSelector
+from recipes.binarized_mnist import random_binarize
 from recipes.config import Settings
 
 #: defaults every method shares (a method's own ``defaults`` override them)
 COMMON_DEFAULTS = {"prior_scale": 1.0, "init_scale": 1e-3}
 
+#: the treatments of a hierarchical prior (:attr:`MethodSpec.hierarchy`)
+HIERARCHIES = ("joint", "marginal", "exact")
+
 
 @dataclass(frozen=True)
 class MethodSpec:
-    """A method: prior, guide and objective (variational) or sampler (SG-MCMC).
+    """A method: prior, guide and objective (variational), sampler (SG-MCMC), or a VAE's
+    latent prior and objective.
 
-    :param prior: ``s -> Prior`` (a :class:`pyrozoo.models.Prior` over the network's parameters).
-    :param guide: ``(model, s) -> guide``; ``None`` for a sampler.
+    :param prior: ``s -> Prior`` (a :class:`pyrozoo.models.Prior` over the network's
+        parameters); ``None`` for a latent-prior method, whose network has no weight prior.
+    :param guide: ``(model, s) -> guide``; ``None`` for a sampler or a latent-prior method.
     :param objective: ``s -> ELBO``; ``None``: :func:`pyrozoo.inference.fit`'s default.
     :param estimator: :func:`~pyrozoo.inference.fit`'s gradient estimator (``"local"`` for
         local reparameterization), ``None`` for its default.
@@ -60,12 +97,23 @@ class MethodSpec:
     :param resample: predict from the importance-resampled guide (:math:`q_K`, Domke & Sheldon 2018).
     :param adaptations: ``(model, s) -> list`` of a sampler's adaptations of the prior's own
         latent variables (SG-MCMC-SA's stochastic approximation), set up on the built model.
+    :param hierarchy: how the method treats a hierarchical prior ``w | lambda``,
+        ``lambda ~ p(lambda)`` (a scale mixture such as the Normal-Gamma prior, or the aggregated
+        posterior's mixture over training inputs; Molchanov 2022, Eqs. 17-21): ``"joint"`` keeps
+        ``lambda`` as latent variables with a posterior of their own (Eq. 18), ``"marginal"``
+        integrates it out and estimates the semi-implicit densities from mixing draws (``K1``
+        on the guide's side, ``K2`` on the prior's; Eq. 19), ``"exact"`` uses the closed-form
+        marginal density; ``None`` for methods without such a prior. Protocols with a scale
+        mixture of their own (:mod:`recipes.dsivi_toy`'s target) read it.
+    :param latent_prior: ``(encoder, inputs, s) -> prior`` over the latent code of a VAE
+        (:class:`pyrozoo.models.VAE`), whose guide is the amortized ``encoder`` and whose
+        decoder is a point estimate; ``inputs`` are the training inputs (Molchanov 2022, Table 3).
     :param defaults: the method's own defaults, over :data:`COMMON_DEFAULTS`.
     """
 
     name: str
     description: str
-    prior: Callable[[Settings], Any]
+    prior: Optional[Callable[[Settings], Any]]
     guide: Optional[Callable[[Any, Settings], Any]] = None
     objective: Optional[Callable[[Settings], Any]] = None
     estimator: Optional[str] = None
@@ -73,11 +121,20 @@ class MethodSpec:
     sampler: Optional[Callable[..., Any]] = None
     resample: bool = False
     adaptations: Optional[Callable[[Any, Settings], list]] = None
+    hierarchy: Optional[str] = None
+    latent_prior: Optional[Callable[[Any, Any, Settings], Any]] = None
     defaults: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
-        if (self.guide is None) == (self.sampler is None):
-            raise ValueError(f"method {self.name!r} must declare exactly one of a guide (variational) or a sampler (SG-MCMC)")
+        if sum(x is not None for x in (self.guide, self.sampler, self.latent_prior)) != 1:
+            raise ValueError(
+                f"method {self.name!r} must declare exactly one of a guide (variational), a sampler (SG-MCMC) "
+                "or a latent prior (a VAE, whose guide is its encoder)"
+            )
+        if (self.prior is None) != (self.latent_prior is not None):
+            raise ValueError(f"method {self.name!r} must declare a prior over the network's parameters unless it declares a VAE's latent prior (then none)")
+        if self.hierarchy not in (None, *HIERARCHIES):
+            raise ValueError(f"method {self.name!r}: hierarchy must be one of {HIERARCHIES} or None, got {self.hierarchy!r}")
         object.__setattr__(self, "defaults", {**COMMON_DEFAULTS, **self.defaults})
 
     @property
@@ -217,6 +274,151 @@ def radial_directional_guide(model, s):
     return RadialDirectionalGuide(model, init_scale=s["init_scale"], init_direction_epsilon=s["init_direction_epsilon"])
 
 
+#: Pyro ``ELBO`` options a run may set for the objectives that take them
+ELBO_OPTIONS = ("num_particles", "vectorize_particles", "max_plate_nesting")
+
+
+def elbo_options(s) -> dict:
+    """The :data:`ELBO_OPTIONS` among the run's settings (only those given: otherwise Pyro's defaults)."""
+    return {key: s[key] for key in ELBO_OPTIONS if key in s}
+
+
+def normal_gamma_prior(form: str):
+    """``s -> NormalGammaPrior`` of ``w | lambda ~ N(0, 1/lambda)``, ``lambda ~ Gamma(*normal_gamma)``
+    (one lambda per weight) in ``form`` (``"joint"``, ``"marginal"`` with ``K2`` mixing draws, ``"exact"``)."""
+
+    def prior(s):
+        mixing = {"num_mixing": int(s["K2"])} if form == "marginal" else {}
+        return NormalGammaPrior(*s["normal_gamma"], form=form, **mixing)
+
+    return prior
+
+
+def dsivi_bound(K1):
+    """``s -> DSIVI_ELBO(K1, K2)`` (Molchanov 2022, Eq. 14): ``K1`` a setting's name, or a fixed
+    count (0: an explicit guide, whose entropy enters exactly)."""
+
+    def objective(s):
+        return DSIVI_ELBO(int(s[K1]) if isinstance(K1, str) else K1, int(s["K2"]), **elbo_options(s))
+
+    return objective
+
+
+def exact_densities(s):
+    """The ELBO with exact densities: :class:`DSIVI_ELBO` with no semi-implicit site keeps
+    closed-form KLs where they exist and ``log q(z) - log p(z)`` at the sample elsewhere —
+    the value its bounds tend to (Theorem 2)."""
+    return DSIVI_ELBO(**elbo_options(s))
+
+
+NORMAL_GAMMA_DEFAULTS = {"normal_gamma": (1.0, 1.0), "K2": 8}
+
+#: the priors of the variational-dropout parameterisations (Molchanov 2022, sec. 2.2)
+DROPOUT_PRIORS = {"log-uniform": LogUniformPrior, "ard": ARDPrior}
+
+
+def dropout_prior(s, selector=None):
+    """The log-uniform or ARD prior named by the setting ``prior`` (on every weight, or on
+    those ``selector`` chooses)."""
+    if s["prior"] not in DROPOUT_PRIORS:
+        raise ValueError(f"prior must be one of {sorted(DROPOUT_PRIORS)}, got {s['prior']!r}")
+    return DROPOUT_PRIORS[s["prior"]](selector)
+
+
+class HiddenLayerWeights(ParameterSelector):
+    """The dropout priors' default selection (every ``weight``, normalisation layers' excepted)
+    less the output layer's: the last module, in the order the network registers its
+    modules, that has a selected weight (the order of the forward pass in the zoo's networks).
+
+    A zero-mean variance network needs this. If the output layer's weights are zero-mean
+    too, the logits given the hidden units ``h`` are ``N(b, diag(sum_i h_i^2 sigma_ij^2))``:
+    their mean is the bias ``b`` whatever the input, and the expected cross-entropy
+    ``E[-log softmax(z)_y]`` is convex in ``z``, so by Jensen's inequality it is at least
+    ``-log softmax(b)_y``, the loss of a network that ignores its input. Training then makes
+    the output variance vanish and puts the class frequencies into ``b``: a classifier at
+    chance (``docs/results/controlled/variance_network_zero_mean.md`` measures it, with and
+    without batch normalisation). The authors' variance networks keep the output layer
+    ``dense2`` a plain ``nn.Linear`` (``scripts/lenet5-vn.py`` of Neklyudov et al.'s code;
+    its ``--var4`` flag makes it zero-mean), which the selection leaves to be a point
+    estimate here, as the biases are; every random layer is then zero-mean and the KL 0,
+    as in the thesis' Table 2.
+    """
+
+    def __init__(self):
+        super().__init__(expose_parameters=["weight"], hide_types=NORMALIZATION_LAYERS)
+
+    def select(self, net):
+        selected = list(super().select(net))
+        layers = list(dict.fromkeys(module_name for module_name, *_ in selected))
+        if len(layers) < 2:
+            raise ValueError(
+                f"a zero-mean variance network needs a hidden layer under its output layer, but {type(net).__name__} has "
+                f"weights in {len(layers)} layer(s) only: the output layer keeps a mean (its logits' mean is otherwise "
+                "the bias alone), so nothing would be zero-mean; use a network with a hidden layer, or another "
+                "parameterization"
+            )
+        return iter([entry for entry in selected if entry[0] != layers[-1]])
+
+
+def variance_network_prior(s):
+    """:func:`dropout_prior` on the hidden layers only (:class:`HiddenLayerWeights`), unless the
+    setting ``zero_mean_output`` asks for every layer zero-mean (the setting that cannot learn)."""
+    return dropout_prior(s, None if s["zero_mean_output"] else HiddenLayerWeights())
+
+
+def variational_dropout_guide(parameterization: str):
+    """``(model, s) -> VariationalDropoutGuide`` with ``parameterization`` (thesis eq. 11)."""
+
+    def guide(model, s):
+        return VariationalDropoutGuide(
+            model, parameterization=parameterization, log_alpha_bounds=s["log_alpha_bounds"],
+            init_log_alpha=s["init_log_alpha"], init_log_sigma2=s["init_log_sigma2"],
+        )
+
+    return guide
+
+
+VARIATIONAL_DROPOUT_DEFAULTS = {
+    "prior": "log-uniform",
+    # log alpha may grow far beyond Sparse VD's clip for the phase transition to happen (the
+    # authors' phase-transition layers clip to [-20, 20])
+    "log_alpha_bounds": (-20.0, 20.0),
+    "init_log_alpha": -5.0,
+    "init_log_sigma2": -10.0,
+}
+
+
+def vae_dsivi_bound(s):
+    """Every VAE prior trains with ``DSIVI_ELBO(0, K)``: the closed-form-KL ELBO for an explicit
+    prior, the DSIVI bound from ``K`` sampled training points for the aggregated posterior."""
+    return DSIVI_ELBO(K1=0, K2=int(s["K"]), **elbo_options(s))
+
+
+def vae_aggregated_posterior_bound(s):
+    """:func:`vae_dsivi_bound` whose ``K`` prior components (one encoder pass each) are reused
+    for up to ``prior_refresh_every`` parameter changes when that setting is an integer
+    (:class:`~pyrozoo.distributions.PriorComponentCache`: no gradient through them, a lower
+    bound still, looser by the KL between the current and the stale aggregated posterior);
+    ``None`` is Eq. 14 as written, fresh components with gradient at every step. A training
+    objective only: the reported evaluations do not use it."""
+    refresh = s["prior_refresh_every"]
+    if refresh is None:
+        return vae_dsivi_bound(s)
+    try:
+        cache = PriorComponentCache(refresh)
+    except ValueError:
+        raise ValueError(f"setting prior_refresh_every must be None (uncached) or a positive int, got {refresh!r}") from None
+    return DSIVI_ELBO(K1=0, K2=int(s["K"]), prior_cache=cache, **elbo_options(s))
+
+
+def vae_warmup(s, epochs):
+    """A linear KL warm-up over the first ``warmup_epochs`` epochs (none at 0)."""
+    return LinearKLWarmup(0, s["warmup_epochs"]) if s["warmup_epochs"] > 0 else None
+
+
+VAE_DEFAULTS = {"warmup_epochs": 10}
+
+
 # ---- the declarations -------------------------------------------------------------------
 
 METHODS: Dict[str, MethodSpec] = {
@@ -235,10 +437,24 @@ METHODS: Dict[str, MethodSpec] = {
         ),
         MethodSpec(
             "dsivi", "DSIVI: semi-implicit posterior under the marginal Normal-Gamma prior, DSIVI_ELBO(K1, K2)",
-            lambda s: NormalGammaPrior(*s["normal_gamma"], form="marginal", num_mixing=int(s["K2"])),
+            normal_gamma_prior("marginal"),
             lambda model, s: SemiImplicitGuide(model, num_mixing=int(s["K1"]), init_scale=s["init_scale"], mixing_scale=s["mixing_scale"]),
-            lambda s: DSIVI_ELBO(int(s["K1"]), int(s["K2"])),
-            defaults={"K1": 8, "K2": 8, "mixing_scale": 1e-2, "normal_gamma": (1.0, 1.0)},
+            dsivi_bound("K1"), hierarchy="marginal",
+            defaults={**NORMAL_GAMMA_DEFAULTS, "K1": 8, "mixing_scale": 1e-2},
+        ),
+        # the Normal-Gamma hierarchy w | lambda ~ N(0, 1/lambda), lambda ~ Gamma(a, b) with a
+        # mean-field Normal posterior over w, three ways (Molchanov 2022, Eqs. 17-20, Theorem 3)
+        MethodSpec(
+            "normal-gamma-joint", "Normal-Gamma prior kept joint: mean-field posterior over w and log-normal over lambda, closed-form KLs (Eq. 18)",
+            normal_gamma_prior("joint"), mean_field, closed_form_kl, hierarchy="joint", defaults=NORMAL_GAMMA_DEFAULTS,
+        ),
+        MethodSpec(
+            "normal-gamma-marginal", "Normal-Gamma prior marginalised (semi-implicit, K2 draws of lambda): mean-field posterior over w, DSIVI_ELBO(0, K2) (Eq. 19)",
+            normal_gamma_prior("marginal"), mean_field, dsivi_bound(0), hierarchy="marginal", defaults=NORMAL_GAMMA_DEFAULTS,
+        ),
+        MethodSpec(
+            "normal-gamma-exact", "Normal-Gamma prior marginalised in closed form (Student-t): mean-field posterior over w, exact log-densities (Monte Carlo KL)",
+            normal_gamma_prior("exact"), mean_field, exact_densities, hierarchy="exact", defaults=NORMAL_GAMMA_DEFAULTS,
         ),
         MethodSpec(
             "sparse-vd", "sparse variational dropout: log-uniform prior on weights, additive parameterisation, local reparameterization",
@@ -271,6 +487,42 @@ METHODS: Dict[str, MethodSpec] = {
                 "grouping": "double", "local_scale": 1.0, "global_scale": 1.0, "direction_epsilon": 0.5,
                 "init_direction_epsilon": 0.005, "objective": "closed_form", "warmup_fraction": 0.1,
             },
+        ),
+        # variance networks (Neklyudov et al. 2019; Molchanov 2022, sec. 2.2, Table 2): Gaussian
+        # dropout posteriors in each parameterisation of eq. 11, log-uniform (or ARD: extra
+        # {"prior": "ard"}) prior; unlike sparse-vd no train-time clip mask and log alpha in [-20, 20]
+        *(
+            MethodSpec(
+                f"vd-{p}", f"variational dropout, {p} parameterisation (Molchanov 2022, eq. 11), log-uniform (or ARD) prior, closed-form KL, local reparameterization",
+                dropout_prior, variational_dropout_guide(p), closed_form_kl, estimator="local", defaults=VARIATIONAL_DROPOUT_DEFAULTS,
+            )
+            for p in PARAMETERIZATIONS
+            if p != "zero-mean"
+        ),
+        # zero-mean hidden layers under a point-estimated output layer (HiddenLayerWeights says why);
+        # extra {"zero_mean_output": True} makes the output layer zero-mean too
+        MethodSpec(
+            "vd-zero-mean", "variance network: zero-mean Gaussian hidden layers N(0, sigma^2) (Molchanov 2022, eq. 11), point-estimated output layer, log-uniform (or ARD) prior, local reparameterization",
+            variance_network_prior, variational_dropout_guide("zero-mean"), closed_form_kl, estimator="local",
+            defaults={**VARIATIONAL_DROPOUT_DEFAULTS, "zero_mean_output": False},
+        ),
+        # a VAE's latent prior (Molchanov 2022, Table 3), the encoder and decoder from the protocol
+        MethodSpec(
+            "vae-normal", "VAE with a standard Normal latent prior, closed-form KL", None,
+            latent_prior=lambda encoder, inputs, s: StandardNormalLatentPrior(encoder.latent_dim),
+            objective=vae_dsivi_bound, kl_schedule=vae_warmup, defaults={**VAE_DEFAULTS, "K": 0},
+        ),
+        MethodSpec(
+            "vae-vamp", "VAE with a VampPrior of K learned pseudo-inputs (Tomczak & Welling 2018), evaluated exactly", None,
+            latent_prior=lambda encoder, inputs, s: VampPrior(encoder, int(s["K"]), (inputs[0].numel(),)),
+            objective=vae_dsivi_bound, kl_schedule=vae_warmup, defaults={**VAE_DEFAULTS, "K": 500},
+        ),
+        MethodSpec(
+            "vae-dsivi", "VAE whose prior is the aggregated posterior over the (dynamically binarised) training inputs, a semi-implicit prior trained with DSIVI from K sampled points (Eq. 21)",
+            None, hierarchy="marginal",
+            latent_prior=lambda encoder, inputs, s: AggregatedPosteriorPrior(encoder, inputs.flatten(1), num_mixing=int(s["K"]), transform=random_binarize),
+            # prior_refresh_every: None = the paper's estimator; R = components reused R steps
+            objective=vae_aggregated_posterior_bound, kl_schedule=vae_warmup, defaults={**VAE_DEFAULTS, "K": 500, "prior_refresh_every": None},
         ),
         MethodSpec(
             "bc-gnj", "Bayesian compression, group normal-Jeffreys prior (Louizos et al. 2017)",

@@ -3,6 +3,10 @@
 declarations (:mod:`recipes.methods`): ``a-sghmc`` is ``sghmc-ssgl`` annealed, ``a-sghmc-em``
 ``sghmc-em`` annealed, ``sghmc-sa`` / ``a-sghmc-sa`` ``sghmc-sa`` without / with annealing.
 ``examples/resnet_compression.py`` runs them; its docstring describes the settings.
+
+The stages read ``args.num_classes`` (the network's outputs) and ``args.normalisation``
+(per-channel ``(mean, std)`` the images are standardised with: CIFAR-10's, or a user's
+images' own), so that they run on any 3 x 32 x 32 images.
 """
 
 import torch
@@ -33,14 +37,26 @@ PUBLISHED = {
 }
 
 
+def channel_statistics(x):
+    """Per-channel ``(mean, std)`` of images ``x`` ``(n, 3, H, W)``, as tuples of floats (the
+    normalisation of a user's images, in place of CIFAR-10's :data:`MEAN`, :data:`STD`)."""
+    flat = x.transpose(0, 1).flatten(1).double()
+    return tuple(flat.mean(1).tolist()), tuple(flat.std(1).clamp_min(1e-12).tolist())
+
+
 class AugmentedBatches(TensorBatches):
-    """:class:`~pyrozoo.data.TensorBatches` of raw images in [0, 1] that yields randomly
-    cropped (zero padding 4) and flipped, normalised batches; the crop and flip draws use
-    the batches' own generator, so checkpoints resume them."""
+    """:class:`~pyrozoo.data.TensorBatches` of raw images that yields randomly cropped (zero
+    padding 4) and flipped batches, standardised per channel by ``normalisation`` (``(mean,
+    std)``, CIFAR-10's by default); the crop and flip draws use the batches' own generator, so
+    checkpoints resume them."""
+
+    def __init__(self, *tensors, normalisation=(MEAN, STD), **kwargs):
+        super().__init__(*tensors, **kwargs)
+        self.normalisation = normalisation
 
     def __iter__(self):
-        mean = torch.tensor(MEAN, device=self.tensors[0].device).reshape(1, 3, 1, 1)
-        std = torch.tensor(STD, device=self.tensors[0].device).reshape(1, 3, 1, 1)
+        mean = torch.tensor(self.normalisation[0], device=self.tensors[0].device).reshape(1, 3, 1, 1)
+        std = torch.tensor(self.normalisation[1], device=self.tensors[0].device).reshape(1, 3, 1, 1)
         for x, y, idx in super().__iter__():
             n = len(x)
             offsets = torch.randint(0, 9, (2, n), generator=self.generator).to(x.device)
@@ -55,15 +71,15 @@ class AugmentedBatches(TensorBatches):
             yield (crops - mean) / std, y, idx
 
 
-def normalise(x):
-    mean = torch.tensor(MEAN, device=x.device).reshape(1, 3, 1, 1)
-    std = torch.tensor(STD, device=x.device).reshape(1, 3, 1, 1)
+def normalise(x, normalisation=(MEAN, STD)):
+    mean = torch.tensor(normalisation[0], device=x.device).reshape(1, 3, 1, 1)
+    std = torch.tensor(normalisation[1], device=x.device).reshape(1, 3, 1, 1)
     return (x - mean) / std
 
 
-def accuracy(model, values, x_test, y_test, chunk=1000):
+def accuracy(model, values, x_test, y_test, chunk=1000, normalisation=(MEAN, STD)):
     model.net.eval()
-    probs = torch.cat([model_output(model, values, part).softmax(-1) for part in normalise(x_test).split(chunk)])
+    probs = torch.cat([model_output(model, values, part).softmax(-1) for part in normalise(x_test, normalisation).split(chunk)])
     model.net.train()
     return 100.0 * metrics.accuracy(probs, y_test)
 
@@ -81,13 +97,13 @@ def pretrain(data, args, device, run_dir):
     set_seed(args.seed)
     spec = declaration("sghmc")
     s = RunConfig().settings({"prior_scale": args.gaussian_scale, "momentum": 0.9}, spec.defaults)
-    net = ResNet20().to(device)
+    net = ResNet20(num_classes=args.num_classes).to(device)
     model = BayesianNeuralNetwork(net, spec.prior(s), Categorical(len(x)))
-    batches = AugmentedBatches(x, y, batch_size=args.batch_size, seed=args.seed)
+    batches = AugmentedBatches(x, y, batch_size=args.batch_size, seed=args.seed, normalisation=args.normalisation)
     sampler = spec.sampler(model, s, lr_schedule(args.pretrain_lr, args.pretrain_epochs, len(batches)), inverse_temperature=args.pretrain_tau)
     sampler.run(batches, epochs=args.pretrain_epochs, seed=args.seed, checkpoint=run_dir / "pretrain_checkpoint.pt", progress=not args.no_progress)
     state = {"values": sampler.values(), "buffers": {k: v.clone() for k, v in net.named_buffers()}}
-    print(f"pretrained dense ResNet-20: test accuracy {accuracy(model, state['values'], x_test, y_test):.2f}%", flush=True)
+    print(f"pretrained dense ResNet-20: test accuracy {accuracy(model, state['values'], x_test, y_test, normalisation=args.normalisation):.2f}%", flush=True)
     save_state(state, path)
     return state
 
@@ -107,7 +123,7 @@ def finetune(method, pretrained, data, args, device, run_dir):
     """Stage 2: sparse fine-tuning with the SSGL prior, pruning and (optionally) annealing."""
     x, y, x_test, y_test = data
     set_seed(args.seed)
-    net = ResNet20().to(device)
+    net = ResNet20(num_classes=args.num_classes).to(device)
     with torch.no_grad():
         for name, p in net.named_parameters():
             p.copy_(pretrained["values"][name])
@@ -119,7 +135,7 @@ def finetune(method, pretrained, data, args, device, run_dir):
     s = RunConfig().settings(protocol_settings(args, sparse), spec.defaults)
     model = BayesianNeuralNetwork(net, spec.prior(s), Categorical(len(x)))
     adaptations = spec.adaptations(model, s)
-    batches = AugmentedBatches(x, y, batch_size=args.batch_size, seed=args.seed)
+    batches = AugmentedBatches(x, y, batch_size=args.batch_size, seed=args.seed, normalisation=args.normalisation)
     steps_per_epoch = len(batches)
     total = sum(p.numel() for p in net.parameters())
     pruned = sum(p.numel() for n, p in net.named_parameters() if n in sparse)
@@ -129,4 +145,4 @@ def finetune(method, pretrained, data, args, device, run_dir):
     history = sampler.run(batches, epochs=args.epochs, seed=args.seed, checkpoint=run_dir / f"{method}_checkpoint.pt", progress=not args.no_progress)
     atomic.write_csv(history, run_dir / f"{method}_history.csv")
     values = sampler.values()
-    return {"accuracy": accuracy(model, values, x_test, y_test), "sparsity": sparsity_of(values), "sigma": float(model.prior.state.sigma)}
+    return {"accuracy": accuracy(model, values, x_test, y_test, normalisation=args.normalisation), "sparsity": sparsity_of(values), "sigma": float(model.prior.state.sigma)}

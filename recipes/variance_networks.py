@@ -1,7 +1,11 @@
 """Variance networks (Neklyudov et al. 2019; Molchanov 2022, sec. 2.2): training variational
 dropout under the parameterisations of the thesis' eq. 11 and evaluating them as in its
 Table 2 — the ELBO and its two terms, mean-propagation accuracy and test-time-averaging
-accuracy."""
+accuracy.
+
+The methods are the declarations ``vd-<parameterization>`` of :mod:`recipes.methods`; this
+protocol supplies the network, the data and the LeNet recipes' schedules (learning rate
+decayed linearly to 0, Molchanov et al.'s KL warm-up)."""
 
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -9,32 +13,66 @@ import pyro
 import torch
 from torch.distributions import kl_divergence
 
-from pyrozoo.guides.variational_dropout import VariationalDropoutGuide
-from pyrozoo.inference import ClosedFormKL_ELBO, evaluate, fit
+from pyrozoo.data import check_input_shape
+from pyrozoo.guides.variational_dropout import PARAMETERIZATIONS
+from pyrozoo.inference import evaluate, fit
 from pyrozoo.models import BayesianNeuralNetwork, Categorical, LeNet5BatchNorm
-from pyrozoo.models.dropout_priors import ARDPrior, LogUniformPrior
-from pyrozoo.utils import evaluation_mode
+from pyrozoo.utils import evaluation_mode, set_seed
+from recipes.config import RunConfig
 from recipes.lenet import ARCHITECTURES as LENET_ARCHITECTURES
-from recipes.lenet_recipes import classification_error, kl_warmup, linear_to_zero, make_network
+from recipes.lenet_recipes import MNIST_CLASSES, MNIST_INPUT_SHAPE, check_network_input, classification_error, kl_warmup, linear_to_zero, make_network
+from recipes.methods import DROPOUT_PRIORS, method
 
-PRIORS = {"log-uniform": LogUniformPrior, "ard": ARDPrior}
+#: the priors a run may choose (the declarations' ``prior`` setting)
+PRIORS = DROPOUT_PRIORS
 
-#: ``lenet5-bn`` is the authors' network (:class:`~pyrozoo.models.LeNet5BatchNorm`); the
-#: LeNet compression networks have no normalisation, under which zero-mean layers cannot learn
+
+def declaration(parameterization: str):
+    """The declaration of variational dropout with ``parameterization``."""
+    if parameterization not in PARAMETERIZATIONS:
+        raise ValueError(f"unknown parameterization {parameterization!r}; choose from {PARAMETERIZATIONS}")
+    return method(f"vd-{parameterization}")
+
+
+#: ``lenet5-bn`` is the authors' network (:class:`~pyrozoo.models.LeNet5BatchNorm`), the
+#: LeNet compression networks have no normalisation; zero-mean hidden layers learn in either,
+#: under an output layer that keeps a mean (:class:`recipes.methods.HiddenLayerWeights`)
 ARCHITECTURES = ("lenet5-bn",) + LENET_ARCHITECTURES
 
+#: the name of ``lenet5-bn`` in messages
+LENET5_BN = "LeNet-5 with batch normalisation"
 
-def make_variance_network(arch: str) -> torch.nn.Module:
-    """The network of ``arch`` with PyTorch's default initialisation (as in the authors' code)."""
+
+def make_variance_network(arch: str, input_shape=MNIST_INPUT_SHAPE, num_classes: int = MNIST_CLASSES) -> torch.nn.Module:
+    """The network of ``arch`` with PyTorch's default initialisation (as in the authors' code),
+    reading inputs of ``input_shape`` (LeNet-300-100 flattens any shape; the LeNet-5s take
+    MNIST's 1x28x28 only) with ``num_classes`` outputs."""
     if arch == "lenet5-bn":
-        return LeNet5BatchNorm()
+        shape = tuple(int(d) for d in input_shape)
+        if shape != MNIST_INPUT_SHAPE:
+            raise ValueError(f"{LENET5_BN} is built for inputs of shape 1x28x28, not {'x'.join(map(str, shape))}; lenet300 reads inputs of any shape")
+        return LeNet5BatchNorm(num_classes=int(num_classes))
     if arch not in ARCHITECTURES:
         raise ValueError(f"unknown architecture {arch!r}; choose one of {ARCHITECTURES}")
-    return make_network(arch, "torch")
+    return make_network(arch, "torch", input_shape, num_classes)
 
-#: log alpha may grow far beyond Sparse VD's clip for the phase transition to happen
-#: (the authors' phase-transition layers clip to [-20, 20])
-VARIANCE_NETWORK_LOG_ALPHA_BOUNDS = (-20.0, 20.0)
+
+def check_variance_network_input(data, arch: str) -> None:
+    """``ValueError`` unless ``arch`` takes the inputs of ``data`` (a user's
+    :class:`~pyrozoo.data.ClassificationSplit`), before any work: the LeNet-5s take MNIST's
+    shape only (pointing to LeNet-300-100, which takes any)."""
+    if arch == "lenet5-bn":
+        try:
+            check_input_shape(data, MNIST_INPUT_SHAPE, LENET5_BN)
+        except ValueError as e:
+            raise ValueError(f"{e} (--arch lenet300)") from None
+    check_network_input(data, arch)
+
+
+#: the authors' training length (epochs)
+PUBLISHED_EPOCHS = 200
+#: mean propagation counts as collapsed (past the phase transition) below this accuracy (percent)
+COLLAPSED_ACCURACY = 20.0
 
 #: the thesis' Table 2, labelled as published by examples/variance_networks.py (its setup
 #: is not named there; units of the ELBO terms as printed)
@@ -62,37 +100,46 @@ def train_variational_dropout(
     progress: bool = False,
     init_log_alpha: float = -5.0,
     init_log_sigma2: float = -10.0,
+    zero_mean_output: bool = False,
+    input_shape=MNIST_INPUT_SHAPE,
+    num_classes: int = MNIST_CLASSES,
     tracker: Optional[Callable] = None,
     track_every: int = 1,
 ):
-    """A variational-dropout BNN of ``arch`` trained with local reparameterization, KL warm-up
-    and a learning rate decayed linearly to 0; returns ``(model, guide, history)``.
+    """A variational-dropout BNN of ``arch`` (the declaration ``vd-<parameterization>`` under
+    ``prior``) trained with local reparameterization, KL warm-up and a learning rate decayed
+    linearly to 0; returns ``(model, guide, history)``.
+
+    The zero-mean parameterization leaves the output layer a point estimate, as the authors'
+    variance networks do (:class:`recipes.methods.HiddenLayerWeights` says why);
+    ``zero_mean_output=True`` makes it zero-mean too, a network that cannot beat one that
+    ignores its input. ``input_shape`` and ``num_classes``: the data's (MNIST's by default).
 
     ``tracker(epoch, model, guide) -> dict`` is called every ``track_every`` epochs (and after
     the last); its rows are in ``history.attrs["trajectory"]``."""
-    if prior not in PRIORS:
-        raise ValueError(f"prior must be one of {sorted(PRIORS)}, got {prior!r}")
+    spec = declaration(parameterization)
+    extra = {"prior": prior, "init_log_alpha": init_log_alpha, "init_log_sigma2": init_log_sigma2}
+    if parameterization == "zero-mean":
+        extra["zero_mean_output"] = zero_mean_output
+    elif zero_mean_output:
+        raise ValueError(f"zero_mean_output applies to the zero-mean parameterization only, not {parameterization!r}")
+    s = RunConfig(extra=extra).settings(spec.defaults)
     pyro.clear_param_store()
     torch.manual_seed(seed)
-    net = make_variance_network(arch)
-    model = BayesianNeuralNetwork(net, PRIORS[prior](), Categorical(dataset_size=len(train[0])))
-    guide = VariationalDropoutGuide(
-        model,
-        parameterization=parameterization,
-        log_alpha_bounds=VARIANCE_NETWORK_LOG_ALPHA_BOUNDS,
-        init_log_alpha=init_log_alpha,
-        init_log_sigma2=init_log_sigma2,
-    )
+    net = make_variance_network(arch, input_shape, num_classes)
+    model = BayesianNeuralNetwork(net, spec.prior(s), Categorical(dataset_size=len(train[0])))
+    guide = spec.guide(model, s)
     trajectory: List[dict] = []
 
     def callback(epoch, row):
         if tracker is not None and ((epoch + 1) % track_every == 0 or epoch + 1 == epochs):
             trajectory.append({"epoch": epoch + 1, **tracker(epoch + 1, model, guide)})
 
+    # the LeNet recipes' KL warm-up (Molchanov et al.'s rw_linear)
+    fit_arguments = {**spec.fit_arguments(s, epochs), "kl_schedule": kl_warmup(epochs)}
     history = fit(
-        model, guide, train, epochs=epochs, objective=ClosedFormKL_ELBO(), batch_size=batch_size, lr=lr,
-        lr_schedule=linear_to_zero(epochs), kl_schedule=kl_warmup(epochs), estimator="local",
-        device=device, seed=seed, checkpoint=checkpoint, progress=progress, callback=callback,
+        model, guide, train, epochs=epochs, batch_size=batch_size, lr=lr, lr_schedule=linear_to_zero(epochs),
+        device=device, seed=seed, checkpoint=checkpoint, progress=progress, callback=callback, **fit_arguments,
     )
     history.attrs["trajectory"] = trajectory
     return model, guide, history
@@ -147,3 +194,36 @@ def evaluate_parameterization(model, guide, train, test, num_samples: int = 20, 
     row["test_time_averaging_accuracy"] = 100.0 * metrics["accuracy"]
     row["mean_log_alpha"] = float(torch.cat([guide.log_alpha(n).flatten() for n in guide.sites()]).mean())  # +inf for zero-mean layers
     return row
+
+
+def run(arch: str, parameterization: str, train, test, *, epochs: int, prior: str, num_samples: int, seed: int, checkpoint=None, device=None,
+        progress: bool = False, tracker: Optional[Callable] = None, track_every: int = 1, input_shape=MNIST_INPUT_SHAPE, num_classes: int = MNIST_CLASSES):
+    """One row of Table 2: :func:`train_variational_dropout` from ``seed``, then
+    :func:`evaluate_parameterization`; returns ``(row, trajectory)`` (the tracker's rows)."""
+    set_seed(seed)
+    model, guide, history = train_variational_dropout(
+        arch, parameterization, train, epochs=epochs, prior=prior, seed=seed, device=device, input_shape=input_shape, num_classes=num_classes,
+        checkpoint=checkpoint, progress=progress, tracker=tracker, track_every=track_every,
+    )
+    trajectory = [{"parameterization": parameterization, **point} for point in history.attrs.get("trajectory", [])]
+    row = {"parameterization": parameterization, "source": "measured (this repository)", "epochs": len(history), **evaluate_parameterization(model, guide, train, test, num_samples)}
+    return row, trajectory
+
+
+def phase_transition_note(rows, epochs: int) -> str:
+    """Whether the shared-rate networks have passed the phase transition, read off the results."""
+    shared = [r for r in rows if r["parameterization"] in ("layer", "neuron")]
+    note = f"Training length: {epochs} epochs per parameterization, against the authors' {PUBLISHED_EPOCHS}"
+    note += "." if epochs >= PUBLISHED_EPOCHS else f" ({PUBLISHED_EPOCHS / max(epochs, 1):.3g}x shorter)."
+    untrained = [r["parameterization"] for r in rows if r["test_time_averaging_accuracy"] < COLLAPSED_ACCURACY]
+    if untrained:
+        note += f" Not learned in this run (test-time averaging near chance): {', '.join(untrained)}."
+    if not shared:
+        return note
+    accs = ", ".join(f"{r['parameterization']} {r['mean_propagation_accuracy']:.1f}%" for r in shared)
+    if all(r["mean_propagation_accuracy"] < COLLAPSED_ACCURACY for r in shared):
+        return note + f" The phase transition is visible: mean propagation of the shared-rate networks is near chance ({accs})."
+    return note + (
+        f" The phase transition has NOT happened in this run: mean propagation of the shared-rate networks is still "
+        f"accurate ({accs}), so this table does not reproduce the thesis' pattern for them."
+    )

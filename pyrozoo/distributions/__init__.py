@@ -11,6 +11,7 @@ from pyrozoo.distributions.ssgl_expectation import SSGLExpectedLogDensity
 from pyrozoo.distributions.linear_autoregressive_normal import LinearAutoregressiveNormal
 from pyrozoo.distributions.mixing import ExplicitMixing, FiniteMixing, ImplicitMixing, Mixing
 from pyrozoo.distributions.semi_implicit import (
+    PriorComponentCache,
     SemiImplicit,
     SemiImplicitCacheMiss,
     semi_implicit_role,
@@ -39,6 +40,7 @@ __all__ = [
     "SSGLExpectedLogDensity",
     "SemiImplicit",
     "SemiImplicitCacheMiss",
+    "PriorComponentCache",
     "semi_implicit_samples",
     "semi_implicit_role",
     "Mixing",

@@ -17,7 +17,7 @@ takes. Three kinds cover the thesis' uses:
 """
 
 import math
-from typing import Callable, Iterator, Optional, Tuple, Union
+from typing import Callable, Iterator, List, Optional, Tuple, Union
 
 import torch
 from torch.distributions import Distribution
@@ -56,6 +56,16 @@ def _check_sample_shape(sample_shape) -> torch.Size:
     return shape
 
 
+def module_parameters(fn) -> Optional[List[torch.Tensor]]:
+    """The parameters of ``fn`` if it is an ``nn.Module`` (anything with ``parameters()``) or
+    a method of one, else ``None``: what a mixing computed by ``fn`` depends on besides the
+    random numbers. Buffers are left out (the training inputs of an aggregated posterior are
+    a large buffer that training does not change)."""
+    owner = fn if callable(getattr(fn, "parameters", None)) else getattr(fn, "__self__", None)
+    params = getattr(owner, "parameters", None)
+    return list(params()) if callable(params) else None
+
+
 class Mixing:
     """Base class: ``sample(sample_shape)`` returns mixing draws ψ with leading dims ``sample_shape``."""
 
@@ -65,6 +75,13 @@ class Mixing:
 
     def sample(self, sample_shape=torch.Size()):
         raise NotImplementedError
+
+    def dependencies(self) -> Optional[List[torch.Tensor]]:
+        """The tensors whose values, together with the random numbers, determine the draws,
+        or ``None`` when unknown. A cache of draws
+        (:class:`~pyrozoo.distributions.PriorComponentCache`) compares them to notice that
+        its draws went stale."""
+        return None
 
     def __call__(self, sample_shape=torch.Size()):
         return self.sample(sample_shape)
@@ -133,6 +150,10 @@ class ImplicitMixing(Mixing):
                 )
         return _reshape_leading(out, 1, sample_shape)
 
+    def dependencies(self):
+        """The network's parameters (``None`` for a network that is not a module or method of one)."""
+        return module_parameters(self.network)
+
 
 class ExplicitMixing(Mixing):
     """ψ drawn from a Pyro/torch distribution (``rsample`` where it exists).
@@ -160,6 +181,11 @@ class ExplicitMixing(Mixing):
                 "use a reparameterizable mixing distribution or fixed parameters"
             )
         return d.sample(sample_shape)
+
+    def dependencies(self):
+        """The distribution's parameter tensors."""
+        d = self.distribution
+        return [v for k, v in vars(d).items() if k in d.arg_constraints and torch.is_tensor(v)]
 
 
 class FiniteMixing(Mixing):
@@ -243,9 +269,23 @@ class FiniteMixing(Mixing):
         return idx.reshape(sample_shape)
 
     def sample(self, sample_shape=torch.Size()):
+        return self.sample_with_indices(sample_shape)[0]
+
+    def sample_with_indices(self, sample_shape=torch.Size()):
+        """``(draws, indices)``: the draws of :meth:`sample` (same random numbers) and the atom
+        index behind each, shape ``sample_shape``."""
         sample_shape = _check_sample_shape(sample_shape)
         idx = self.sample_indices(sample_shape)
-        return _reshape_leading(self.atoms(idx.reshape(-1)), 1, sample_shape)
+        return _reshape_leading(self.atoms(idx.reshape(-1)), 1, sample_shape), idx
+
+    def dependencies(self):
+        """The atom tensors (given as tensors) or the parameters of the module that computes
+        them (``None`` for a callable that is neither a module nor a method of one), and
+        the probabilities."""
+        deps = tree_leaves(self._atoms) if self._fn is None else module_parameters(self._fn)
+        if deps is None:
+            return None
+        return deps + ([self.probs] if self.probs is not None else [])
 
     def log_probs(self, dtype=None, device=None) -> torch.Tensor:
         """Log-probabilities of all atoms, shape ``(N,)``."""
@@ -281,3 +321,6 @@ class _CallableMixing(Mixing):
 
     def sample(self, sample_shape=torch.Size()):
         return self.fn(_check_sample_shape(sample_shape))
+
+    def dependencies(self):
+        return module_parameters(self.fn)

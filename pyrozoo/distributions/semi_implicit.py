@@ -34,6 +34,11 @@ distribution's ``role``, or, failing both, from whether ``value`` was sampled by
 **Numbers of mixing draws** are the distribution's ``num_mixing`` unless overridden by
 :func:`semi_implicit_samples` (``K1`` for guide-side, ``K2`` for model-side evaluations);
 large values give tight estimates for reporting.
+
+**Reusing a prior's draws.** Inside a :class:`PriorComponentCache` context, model-side
+estimates take their ``K2`` draws from a pool that is kept across evaluations and redrawn as
+the mixing's parameters change (for priors whose components are expensive to compute, such
+as a VAE's aggregated posterior); see there for what that changes in the value and gradient.
 """
 
 import math
@@ -46,7 +51,7 @@ import torch
 from pyro.distributions import TorchDistribution, constraints
 from torch.distributions import Distribution, Independent, Normal
 
-from pyrozoo.distributions.mixing import FiniteMixing, Mixing, _reshape_leading, as_mixing
+from pyrozoo.distributions.mixing import FiniteMixing, Mixing, _reshape_leading, as_mixing, tree_leaves, tree_map
 from pyrozoo.distributions.util import check_shape, sum_rightmost
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
@@ -69,6 +74,8 @@ class SemiImplicitSettings:
     structured: Optional[bool] = None
     bound: str = "lower"
     role: Optional[str] = None
+    component_cache: Optional["PriorComponentCache"] = None
+    cache_key: Optional[object] = None
 
 
 _SETTINGS = [SemiImplicitSettings()]
@@ -123,6 +130,180 @@ def semi_implicit_role(role: Optional[str]):
         yield
     finally:
         _SETTINGS.pop()
+
+
+# ---------------------------------------------------------------------------------------
+# reuse of a prior's mixing draws
+# ---------------------------------------------------------------------------------------
+
+
+class _Pool:
+    """One prior site's draws: ``draws`` (slot = leading dimension), the atom ``indices``
+    behind them (a :class:`~pyrozoo.distributions.FiniteMixing`, else ``None``), the parameter
+    state each slot was drawn at (``born``) and the one at which it is redrawn (``expires``)."""
+
+    __slots__ = ("signature", "draws", "indices", "born", "expires", "state", "snapshot", "mixing")
+
+
+def _structure(tensors) -> tuple:
+    return tuple((t.shape, t.dtype, t.device) for t in tensors)
+
+
+def _draw(mixing: Mixing, sample_shape: torch.Size):
+    with torch.no_grad():
+        if isinstance(mixing, FiniteMixing):
+            return mixing.sample_with_indices(sample_shape)
+        return mixing.sample(sample_shape), None
+
+
+class PriorComponentCache:
+    r"""Reuses the fresh mixing draws of a semi-implicit prior (its *components*
+    :math:`\zeta^{1..K_2}`, Eq. 14's third term) across evaluations of a DSIVI bound.
+
+    For a prior whose components are expensive, the aggregated posterior of a VAE (Eq. 21:
+    one encoder pass per sampled training point), drawing :math:`K_2` of them dominates the
+    step. Given to :class:`~pyrozoo.inference.DSIVI_ELBO` (``prior_cache=``), each
+    semi-implicit prior site keeps a pool of its :math:`K_2` draws:
+
+    * the pool is first drawn exactly as the uncached estimator draws (the same random
+      numbers, the same values), but without autograd history;
+    * the draws depend on the mixing's :meth:`~pyrozoo.distributions.Mixing.dependencies`
+      (for atoms computed by a module, e.g. the encoder, its parameters), compared *by value*
+      at every evaluation (a copy of them is kept; the cost is one pass over the parameters,
+      :math:`1/K_2` of encoding :math:`K_2` points); every change starts a new *parameter
+      state*;
+    * a draw is used in at most ``refresh_every`` consecutive parameter states: after each
+      change the draws that reached that age are redrawn at the current parameters, a
+      ``1/refresh_every`` share of the pool per change (staggered from the start), so the
+      cost is spread evenly over optimisation steps.
+
+    What this changes, exactly:
+
+    * **value**: an evaluation uses the pool's draws, each computed at parameters at most
+      ``refresh_every - 1`` changes old. With ``refresh_every=1`` every draw is computed at the
+      current parameters, so the value is the uncached estimator's with those draws (equal
+      to rounding; bitwise on the evaluation that draws them); evaluations at unchanged
+      parameters (particles drawn one by one, repeated evaluations) share the draws instead
+      of drawing new ones. Stale draws of an aggregated posterior are components of an
+      earlier encoder's, :math:`p^*_{\phi'}`: the estimate is then DSIVI's estimate of
+      :math:`\log p^*_{\phi'}(z)`, below it in expectation (Jensen), and over the data
+      :math:`\mathbb E_{p^*_\phi}\log p^*_{\phi'} = \mathbb E_{p^*_\phi}\log p^*_\phi -
+      \mathrm{KL}(p^*_\phi \| p^*_{\phi'})` (Gibbs): the bound stays below the ELBO with the
+      current aggregated posterior, looser than with fresh draws by that KL in the
+      large-:math:`K_2` limit, which is second order in the parameter change. (The draws influence the
+      parameters, and so later ``z``, only through earlier steps, as reused samples do.)
+    * **gradient**: the components carry none. Gradients still reach the conditional's own
+      parameters, and the encoder through the sampled ``z`` and the guide's density. The
+      dropped path is :math:`\nabla_\phi` of the prior estimate through the components; for
+      the aggregated posterior, whose mixing is the training data itself, it has mean
+      :math:`N\int \nabla_\phi p^*_\phi(z)\,dz = 0` in the :math:`K_2 \to \infty` limit (the
+      optimal prior is stationary, Danskin's theorem), and at finite :math:`K_2` equals the
+      gradient of the estimator's Jensen gap through the components. A prior whose own
+      parameters learn only through its draws (a learnable hyperprior, pseudo-inputs
+      evaluated by sampling) would stop learning: do not cache those.
+
+    A stale draw is never used unnoticed: the age is counted in parameter states seen by
+    this cache, which is why it must be able to read the dependencies (a mixing that cannot
+    name them is refused). Dependencies that are not parameters (a module's buffers, a
+    plain function's closure) are not watched.
+
+    :param int refresh_every: parameter states a draw serves (``1``: exact components).
+    """
+
+    def __init__(self, refresh_every: int = 1):
+        if isinstance(refresh_every, bool) or not isinstance(refresh_every, int) or refresh_every < 1:
+            raise ValueError(f"refresh_every must be a positive int, got {refresh_every!r}")
+        self.refresh_every = refresh_every
+        self._pools = {}
+        #: single draws computed so far (first pools and redraws), and evaluations served
+        #: without computing any
+        self.drawn = 0
+        self.reused = 0
+
+    def __repr__(self):
+        return f"PriorComponentCache(refresh_every={self.refresh_every}, sites={list(self._pools)})"
+
+    @contextmanager
+    def site(self, key):
+        """Model-side estimates evaluated inside draw from the pool named ``key`` (a site name)."""
+        _SETTINGS.append(replace(current_settings(), component_cache=self, cache_key=key))
+        try:
+            yield
+        finally:
+            _SETTINGS.pop()
+
+    def clear(self):
+        """Forgets every pool (the next evaluations draw afresh)."""
+        self._pools.clear()
+
+    def draws(self, key, mixing: Mixing, sample_shape) -> object:
+        """The pool's draws for ``key``, first refreshing those that have gone stale."""
+        sample_shape = torch.Size(sample_shape)
+        deps = mixing.dependencies()
+        if deps is None:
+            raise ValueError(
+                f"PriorComponentCache: the {type(mixing).__name__} of prior site {key!r} does not name what its draws "
+                "depend on, so stale draws could not be noticed. Compute the atoms with an nn.Module (or a method of "
+                "one), give the mixing network as a module, or evaluate this prior without a cache."
+            )
+        signature = (sample_shape, type(mixing), _structure(deps))
+        pool = self._pools.get(key)
+        if pool is None or pool.signature != signature:
+            pool = self._fill(key, mixing, sample_shape, deps, signature)
+            return pool.draws
+        pool.mixing = mixing
+        if not all(torch.equal(d, s) for d, s in zip(deps, pool.snapshot)):
+            pool.state += 1
+            pool.snapshot = [d.detach().clone() for d in deps]
+        expired = torch.nonzero(pool.expires <= pool.state).flatten()
+        if len(expired) == 0:
+            self.reused += 1
+            return pool.draws
+        new, idx = _draw(mixing, torch.Size((len(expired),)) + sample_shape[1:])
+        new_leaves = iter(tree_leaves(new))
+        pool.draws = tree_map(lambda old: old.index_copy(0, expired.to(old.device), next(new_leaves)), pool.draws)
+        if pool.indices is not None:
+            pool.indices = pool.indices.index_copy(0, expired.to(pool.indices.device), idx)
+        pool.born[expired] = pool.state
+        pool.expires[expired] = pool.state + self.refresh_every
+        self.drawn += len(expired)
+        return pool.draws
+
+    def _fill(self, key, mixing, sample_shape, deps, signature) -> _Pool:
+        pool = _Pool()
+        pool.signature, pool.mixing, pool.state = signature, mixing, 0
+        pool.draws, pool.indices = _draw(mixing, sample_shape)
+        k = sample_shape[0]
+        pool.born = torch.zeros(k, dtype=torch.long)
+        # slot j is first redrawn at state (j mod R) + 1: from then on 1/R of the pool per change
+        pool.expires = torch.arange(k) % self.refresh_every + 1
+        pool.snapshot = [d.detach().clone() for d in deps]
+        self._pools[key] = pool
+        self.drawn += k
+        return pool
+
+    def stored_draws(self, key):
+        """The draws of pool ``key`` as the last evaluation used them (nothing is refreshed)."""
+        return self._pools[key].draws
+
+    def ages(self, key) -> torch.Tensor:
+        """Per draw of pool ``key``: how many parameter changes ago it was drawn."""
+        pool = self._pools[key]
+        return pool.state - pool.born
+
+    def indices(self, key) -> Optional[torch.Tensor]:
+        """The atom index behind each draw of pool ``key`` (a finite mixing), else ``None``."""
+        return self._pools[key].indices
+
+    def current_draws(self, key):
+        """The draws of pool ``key`` recomputed at the current parameters (same atoms), for
+        measuring staleness; needs a finite mixing."""
+        pool = self._pools[key]
+        if pool.indices is None:
+            raise NotImplementedError("current_draws needs a FiniteMixing (its draws are indexed atoms)")
+        shape = pool.indices.shape
+        with torch.no_grad():
+            return _reshape_leading(pool.mixing.atoms(pool.indices.reshape(-1)), 1, shape)
 
 
 # ---------------------------------------------------------------------------------------
@@ -411,6 +592,9 @@ class SemiImplicit(TorchDistribution):
                     raise ValueError("the upper (sandwich) bound needs the prior's reverse_conditional p(zeta | z)")
                 with torch.no_grad():
                     psi0 = self.reverse_conditional(value).sample()
+            elif settings.component_cache is not None and k > 0:
+                fresh = settings.component_cache.draws(settings.cache_key, self.mixing, self.fresh_shape(k, value))
+                return self.log_prob_estimate(value, k, structured=structured, fresh=fresh)
         return self.log_prob_estimate(value, k, psi0=psi0, structured=structured)
 
     # -- estimators -------------------------------------------------------------------------
@@ -463,26 +647,41 @@ class SemiImplicit(TorchDistribution):
                 lp = lp + log_weights.reshape((-1,) + (1,) * (lp.dim() - 1))
         return self._checked(lp, (cond.batch_shape[0], value_flat.shape[0]) + self._base_batch + self.event_shape[:keep])
 
-    def _fresh_log_probs(self, k: int, value: torch.Tensor, keep: int) -> torch.Tensor:
-        """``(k, M, *mixing batch, *groups)`` log-densities at ``k`` fresh draws, ``M`` = all
-        leading dims of ``value`` before the mixing batch."""
-        inner = self._base_batch + self.event_shape
+    def fresh_shape(self, k: int, value: torch.Tensor) -> torch.Size:
+        """The sample shape of the ``k`` fresh mixing draws of an estimate at ``value``:
+        ``(k, 1)`` when draws are shared by all copies, else one set per copy added by ``expand``."""
         if self.share_mixing or not self._extra:
-            return self._pairwise_log_probs(self.mixing.sample((k, 1)), value.reshape((-1,) + inner), keep)
-        n_lead = value.dim() - len(self.batch_shape) - len(self.event_shape)
-        cond = self.conditional_distribution(self.mixing.sample((k,) + (1,) * n_lead + self._extra))
+            return torch.Size((k, 1))
+        n_lead = max(value.dim() - len(self.batch_shape) - len(self.event_shape), 0)
+        return torch.Size((k,) + (1,) * n_lead + self._extra)
+
+    def _fresh_log_probs(self, k: int, value: torch.Tensor, keep: int, fresh=None) -> torch.Tensor:
+        """``(k, M, *mixing batch, *groups)`` log-densities at ``k`` fresh draws (drawn here,
+        or given as ``fresh``), ``M`` = all leading dims of ``value`` before the mixing batch."""
+        inner = self._base_batch + self.event_shape
+        shape = self.fresh_shape(k, value)
+        if fresh is None:
+            fresh = self.mixing.sample(shape)
+        else:
+            for leaf in tree_leaves(fresh):
+                if leaf.shape[: len(shape)] != shape:
+                    raise ValueError(f"given fresh draws have leading shape {tuple(leaf.shape[: len(shape)])}, expected {tuple(shape)}")
+        if self.share_mixing or not self._extra:
+            return self._pairwise_log_probs(fresh, value.reshape((-1,) + inner), keep)
+        cond = self.conditional_distribution(fresh)
         lp = self._checked(log_prob_keep(cond, value, keep), (k,) + value.shape[: value.dim() - len(self.event_shape)] + self.event_shape[:keep])
         return lp.reshape((k, -1) + self._base_batch + self.event_shape[:keep])
 
     def _finish(self, est: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
         return est.reshape(value.shape[: value.dim() - len(self.event_shape)])
 
-    def log_prob_estimate(self, value: torch.Tensor, num_mixing: int, psi0=None, structured: bool = True) -> torch.Tensor:
+    def log_prob_estimate(self, value: torch.Tensor, num_mixing: int, psi0=None, structured: bool = True, fresh=None) -> torch.Tensor:
         r"""``log (1/(K + [ψ⁰])) Σ_k q(z | ψ^k)`` over ``K = num_mixing`` fresh draws and, if
         given, ``psi0`` (Eq. 14's second and third terms).
 
         With ``structured`` and ``group_ndims > 0`` the log-mean-exp is taken per group and
-        summed over groups (Eq. 26); otherwise over the whole event (Eq. 25).
+        summed over groups (Eq. 26); otherwise over the whole event (Eq. 25). ``fresh``
+        supplies the ``K`` draws (leading shape :meth:`fresh_shape`) instead of drawing them.
         """
         _check_k("num_mixing", num_mixing, allow_none=False)
         if num_mixing == 0 and psi0 is None:
@@ -496,7 +695,7 @@ class SemiImplicit(TorchDistribution):
             lp0 = self._checked(lp0, value.shape[: value.dim() - len(self.event_shape)] + self.event_shape[:keep])
             parts.append(lp0.reshape((1, -1) + kept))
         if num_mixing > 0:
-            parts.append(self._fresh_log_probs(num_mixing, value, keep))
+            parts.append(self._fresh_log_probs(num_mixing, value, keep, fresh))
         lp = torch.cat(parts, 0) if len(parts) > 1 else parts[0]
         est = _logsumexp_first(lp) - math.log(lp.shape[0])
         return self._finish(sum_rightmost(est, keep), value)

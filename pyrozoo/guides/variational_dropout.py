@@ -91,10 +91,13 @@ class VariationalDropoutGuide(SitewiseGuide):
     gradient vanishes outside), except for the zero-mean layers, whose alpha is infinite.
 
     Zero-mean layers learn ``sigma`` itself (sign irrelevant), initialised to the network's
-    initial weights, as the variance layers of Neklyudov et al.'s code: under Adam a step
-    changes ``sigma`` by a fixed amount, a relative change ~50 times larger at ``|sigma|``
-    of order ``1/sqrt(fan_in)`` than a step on ``log sigma^2``; with ``log sigma^2`` a
-    LeNet-300-100 variance network was still at chance after 15 epochs.
+    initial weights, as the variance layers of Neklyudov et al.'s code. Keep the output
+    layer out of a zero-mean guide (leave it to a point estimate, as the authors do, or give
+    it a mean): with zero-mean output weights the logits' mean is the bias whatever the
+    input, and by Jensen's inequality the expected cross-entropy is at least that of a
+    network that ignores its input, so training ends at chance whatever the hidden layers
+    do. The prior's selection leaves it out (selector keyword ``hide_modules=[<output
+    layer>]``).
 
     Each site's distribution is a :class:`~pyrozoo.distributions.DropoutNormal` (a Normal
     carrying ``log alpha``), so the local-reparameterization and flipout handlers apply

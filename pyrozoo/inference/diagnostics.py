@@ -68,8 +68,11 @@ of every run inside a block (an experiment's result row takes its ``status`` fro
    above chance, so no healthy fit on data with signal triggers it; on data without signal
    (random labels) the prior is the right answer, which the message says. Models without a
    classification or real-valued observation site are not checked, nor guides whose KL
-   cannot be evaluated site by site (the check's ``"check_skipped"`` event says why).
-   Samplers have no guide and skip this rule.
+   cannot be evaluated site by site (the check's ``"check_skipped"`` event says why), nor
+   guides whose KL does not depend on their parameters (``kl_fixed``): it is then a constant
+   no optimizer moves (0 for the zero-mean layers of a variance network, whose dropout rate
+   is infinite), so a fit at chance has not traded its likelihood for a smaller KL, and a
+   KL warm-up would change nothing. Samplers have no guide and skip this rule.
 """
 
 import math
@@ -251,9 +254,11 @@ def regression_at_chance(mse: float, variance: float, n: int, *, sds: float = CH
     return mse >= variance * (1.0 - sds * math.sqrt(2.0 / n))
 
 
-def prior_collapse(kl_per_parameter: Optional[float], at_chance: bool, *, threshold: float = KL_COLLAPSE) -> bool:
-    """Rule 3: at chance and ``KL(q || p)`` per latent scalar at most ``threshold``."""
-    return bool(at_chance) and kl_per_parameter is not None and kl_per_parameter <= threshold
+def prior_collapse(kl_per_parameter: Optional[float], at_chance: bool, *, threshold: float = KL_COLLAPSE, kl_fixed: bool = False) -> bool:
+    """Rule 3: at chance and ``KL(q || p)`` per latent scalar at most ``threshold``, the KL
+    being one the guide's parameters move (not ``kl_fixed``: a constant cannot have pulled
+    the guide onto the prior)."""
+    return bool(at_chance) and not kl_fixed and kl_per_parameter is not None and kl_per_parameter <= threshold
 
 
 # -- figures --------------------------------------------------------------------------------
@@ -463,7 +468,7 @@ class RunMonitor:
                     f"{self.name} diverged {where}: the squared error of the predictive mean on the training targets is "
                     f"{found['squared_error_over_targets']:.3g} times their mean square (rule: > {PREDICTION_GROWTH:g}){self._hint}"))
         chance = figures.get("at_chance")
-        if chance is not None and not self._reported(PriorCollapseWarning.kind) and prior_collapse(figures.get("kl_per_parameter"), chance):
+        if chance is not None and not self._reported(PriorCollapseWarning.kind) and prior_collapse(figures.get("kl_per_parameter"), chance, kl_fixed=figures.get("kl_fixed", False)):
             shown = {k: v for k, v in figures.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
             if "accuracy" in figures:
                 fit_text = f"training accuracy {figures['accuracy']:.3g} against {figures['majority_rate']:.3g} for always predicting the most frequent class"
@@ -483,26 +488,35 @@ def posterior_check(model, guide, batch: Sequence[torch.Tensor], *, num_draws: i
 
     Returns ``None`` when the model has no classification (``Categorical``, ``Bernoulli``) or
     real-valued observation site, ``{"skipped": reason}`` when a guide's KL cannot be
-    evaluated; otherwise ``n``, ``kl_per_parameter``, ``at_chance`` and the accuracy and
-    majority rate (classification) or ``mse``, ``variance``, ``squared_error`` and
-    ``squared_targets`` (regression). Draws random numbers: callers restore their random state.
+    evaluated; otherwise ``n``, ``kl_per_parameter``, ``kl_fixed`` (whether no site's KL
+    depends on a parameter of the guide: read off the first draw, traced with gradients),
+    ``at_chance`` and the accuracy and majority rate (classification) or ``mse``,
+    ``variance``, ``squared_error`` and ``squared_targets`` (regression). Draws random
+    numbers: callers restore their random state.
     """
     from pyrozoo.inference.elbo import ClosedFormKL_ELBO  # the objective's own per-site KL rules
 
     kl_of = ClosedFormKL_ELBO()._kl
     probs, means, targets, kl, size = {}, {}, {}, 0.0, 0
+    kl_fixed = True
     with torch.no_grad(), poutine.block():
-        for _ in range(num_draws):
-            guide_trace = poutine.trace(guide).get_trace(*batch)
+        for draw in range(num_draws):
+            # the first draw's guide keeps its graph: whether the KL moves with its parameters
+            with torch.set_grad_enabled(draw == 0):
+                guide_trace = poutine.trace(guide).get_trace(*batch)
             model_trace = poutine.trace(poutine.replay(model, trace=guide_trace)).get_trace(*batch)
             size = 0
             for name, site in model_trace.nodes.items():
                 if site["type"] != "sample" or site["is_observed"] or site_is_subsample(site) or name not in guide_trace.nodes:
                     continue
                 try:
-                    kl = kl + float(kl_of(guide_trace.nodes[name], site))
+                    with torch.set_grad_enabled(draw == 0):
+                        site_kl = kl_of(guide_trace.nodes[name], site)
                 except Exception as e:  # noqa: BLE001 - any guide whose KL needs more than its site
                     return {"skipped": f"the KL of site {name!r} cannot be evaluated on its own ({type(e).__name__}: {e})"}
+                if draw == 0 and torch.is_tensor(site_kl) and site_kl.requires_grad:
+                    kl_fixed = False
+                kl = kl + float(site_kl)
                 size += site["value"].numel()
             for site in observed_sites(model_trace):
                 fn, name = _innermost(site["fn"]), site["name"]
@@ -519,7 +533,7 @@ def posterior_check(model, guide, batch: Sequence[torch.Tensor], *, num_draws: i
                         pass
     if not probs and not means:
         return None
-    figures = {"kl_per_parameter": kl / num_draws / size if size else None}
+    figures = {"kl_per_parameter": kl / num_draws / size if size else None, "kl_fixed": kl_fixed}
     if probs:
         correct = count = 0
         majority = 0.0

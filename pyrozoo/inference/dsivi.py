@@ -1,10 +1,14 @@
 r"""The doubly semi-implicit variational bound (DSIVI), with SIVI and structured SIVI as cases."""
 
+from contextlib import nullcontext
+from typing import Optional
+
 import torch
 from pyro.distributions.util import scale_and_mask
 from pyro.poutine.util import site_is_subsample
 
 from pyrozoo.distributions.semi_implicit import (
+    PriorComponentCache,
     SemiImplicitCacheMiss,
     find_semi_implicit,
     semi_implicit_role,
@@ -50,6 +54,14 @@ class DSIVI_ELBO(ClosedFormKL_ELBO):
     :param int K2: fresh prior-side mixing draws (at least 1 when a prior is semi-implicit).
     :param bool structured: per-group estimates where distributions declare groups.
     :param str bound: ``"lower"`` or ``"upper"``.
+    :param prior_cache: a :class:`~pyrozoo.distributions.PriorComponentCache`: the
+        :math:`K_2` draws of each semi-implicit prior site are kept and reused across
+        evaluations, each for at most ``refresh_every`` parameter states, without gradient
+        through them (see there for what exactly changes). For priors whose components are
+        expensive (the aggregated posterior: an encoder pass per draw). ``None`` (default):
+        fresh draws with gradient at every evaluation, Eq. 14 as written. Sites are keyed
+        by name; an evaluation that does not name its prior site (the direct BNN path) is
+        left uncached.
 
     Other arguments (``num_particles``, ``vectorize_particles``, ``max_plate_nesting``, ...)
     are Pyro's ``ELBO`` ones.
@@ -63,7 +75,7 @@ class DSIVI_ELBO(ClosedFormKL_ELBO):
         tight = -DSIVI_ELBO(1000, 1000, num_particles=100).loss(model, guide, x, y)
     """
 
-    def __init__(self, K1: int = 1, K2: int = 1, *, structured: bool = True, bound: str = "lower", **kwargs):
+    def __init__(self, K1: int = 1, K2: int = 1, *, structured: bool = True, bound: str = "lower", prior_cache: Optional[PriorComponentCache] = None, **kwargs):
         _check_count("K1", K1)
         _check_count("K2", K2)
         if bound not in ("lower", "upper"):
@@ -72,10 +84,16 @@ class DSIVI_ELBO(ClosedFormKL_ELBO):
             raise ValueError("the upper bound needs K1 >= 1 (it has no psi0 term)")
         if not isinstance(structured, bool):
             raise TypeError(f"structured must be a bool, got {structured!r}")
+        if prior_cache is not None:
+            if not isinstance(prior_cache, PriorComponentCache):
+                raise TypeError(f"prior_cache must be a PriorComponentCache or None, got {type(prior_cache).__name__}")
+            if bound == "upper":
+                raise ValueError("prior_cache is for training with the lower bound; evaluate the upper bound with fresh draws")
         super().__init__(**kwargs)
         self.K1, self.K2 = K1, K2
         self.structured = structured
         self.bound = bound
+        self.prior_cache = prior_cache
 
     def settings(self):
         """The context in which semi-implicit densities are estimated with this bound's K1, K2."""
@@ -104,7 +122,9 @@ class DSIVI_ELBO(ClosedFormKL_ELBO):
         z = guide_site["value"]
         with semi_implicit_role("guide"):
             log_q = q.log_prob(z) if q_si is not None else self._explicit_log_q(q, z)
-        with semi_implicit_role("model"):
+        name = model_site.get("name")
+        cached = self.prior_cache.site(name) if self.prior_cache is not None and name is not None else nullcontext()
+        with semi_implicit_role("model"), cached:
             log_p = p.log_prob(z)
         log_q = scale_and_mask(log_q, guide_site["scale"], guide_site["mask"])
         log_p = scale_and_mask(log_p, model_site["scale"], model_site["mask"])

@@ -79,10 +79,12 @@ class LeNet5BatchNorm(nn.Module):
     ReLU -> maxpool 2, conv 50@5x5 -> BN -> ReLU -> maxpool 2, FC 800-500 -> BN -> ReLU,
     FC 500-10 (bias-free).
 
-    Batch normalisation is what lets a zero-mean (variance-only) layer learn: its output
-    ``N(0, sum_i a_i^2 sigma_i^2)`` carries information only in its scale, which starts tiny
-    at a small initialisation; without renormalisation the logits' variance is then too small
-    for the likelihood to prefer any class, and every gradient pushes the variances down.
+    Batch normalisation is not what lets zero-mean (variance-only) layers learn: zero-mean
+    hidden layers learn with or without it, and no network learns whose output layer is
+    zero-mean too, as the logits' mean is then the bias whatever the input, and by Jensen's
+    inequality the expected cross-entropy is no lower than that of a network ignoring its
+    input (``docs/results/controlled/variance_network_zero_mean.md``). The authors keep
+    ``fc2`` (their ``dense2``) a plain linear layer in their variance networks.
     """
 
     def __init__(self, in_channels: int = 1, num_classes: int = 10, widths=(20, 50, 500)):

@@ -6,9 +6,15 @@ Sampler correctness (for every case of ``SAMPLER_CASES``, float32 and float64):
 * Kolmogorov-Smirnov test of the angle to the mean against the exact marginal density
   f(theta) ~ exp(kappa cos theta) sin(theta)^(d-2), integrated numerically;
 * uniformity of the tangent direction: (1 + e'v)/2 ~ Beta((d-2)/2, (d-2)/2) for e orthogonal to mu;
-gradients (kappa: pathwise + rejection correction against A_d'(kappa), and the pathwise part
-alone detectably biased; loc: against A_d(kappa)(I - mu mu')a), the density against mpmath's
-normaliser and scipy, entropy, moments and the KL divergences against Monte Carlo estimates.
+layer draws (one sample per row of a batch of means, RDP's layer shapes, the concentration shared
+or per row, and the sampler's later rounds forced): E[mu'x] = A_d(kappa), the angle's exact
+marginal, E[x] along directions orthogonal to each mean; Wood's acceptance test and its lower
+bound against quadrature; gradients (kappa: pathwise + rejection correction against
+A_d'(kappa), shared and per row, and the pathwise part alone detectably biased, the closed-form
+pathwise derivative against autograd and finite differences of the reference formula; loc:
+against A_d(kappa)(I - mu mu')a, and equal to the Householder reflection's pathwise gradient at
+the same draw), the density against mpmath's normaliser and scipy, entropy, moments and the KL
+divergences against Monte Carlo estimates.
 The large-d grid of the test plan (d up to 1e4, kappa up to 1e5) runs with ``--runslow``.
 At huge concentrations (1e13 to 1e300, and up to the largest float) the log-density at the
 mode, the entropy and the KLs are checked against mpmath, and the sampler's spread.
@@ -24,10 +30,11 @@ import pyro
 import pyro.distributions as dist
 import pytest
 import torch
-from scipy import stats
+from scipy import integrate, stats
 from torch.distributions import kl_divergence
 
 from pyrozoo.distributions import HypersphericalUniform, VonMisesFisher
+from pyrozoo.distributions import von_mises_fisher as vmf_module
 from pyrozoo.distributions.special import bessel_iv_ratio
 from pyrozoo.distributions.von_mises_fisher import log_sphere_area, vmf_concentration, vmf_log_normalizer
 from tests.stats import mean_tolerance, z_bound
@@ -153,6 +160,251 @@ def test_reflection_has_no_special_case_at_the_poles(mu, dtype):
     t = 0.5 * (x - mu).square().sum(-1)
     theta = 2.0 * np.arcsin(np.sqrt(t.numpy() / 2.0))
     assert stats.kstest(theta, _angle_cdf(4, kappa)).pvalue > P_THRESHOLD
+
+
+# -- batched draws: one sample per row of a layer (issue 26) ----------------------------------
+
+#: (rows, d, kappa) of layer draws: one sample per row of a batch of means, as RDP draws a
+#: layer's directions. The RDP networks' shapes (LeNet-5 conv2 rows and columns, fc1 columns,
+#: LeNet-300-100 fc2 rows, UCI hidden layers) at RDP's prior and initial concentrations, and
+#: the edges of d and kappa.
+ROW_CASES = [
+    (50, 500, rdp_ml_kappa(500, 0.1)),
+    (20, 1250, rdp_ml_kappa(1250, 0.1)),
+    (20, 1250, 1e6),
+    (800, 500, rdp_ml_kappa(500, 0.005)),
+    (100, 300, rdp_ml_kappa(300, 0.1)),
+    (50, 8, rdp_ml_kappa(8, 0.5)),
+    (16, 50, rdp_ml_kappa(50, 0.005)),
+    (100, 2, 1e-3),
+    (50, 3, 1e5),
+]
+#: draws per case (all rows together); fewer for d >= 500 (tolerances follow the sample size)
+ROW_DRAWS = 10000
+
+
+def _row_case_id(case):
+    rows, d, kappa = case
+    return f"{rows}x{d}-k{kappa:.3g}"
+
+
+def _check_row_draws(rows, d, kappa, shared, dtype, draws=ROW_DRAWS):
+    """Layer draws (``rsample()`` of a batch of ``rows`` means, repeated) against the exact
+    distribution: unit norm; E[mu'x] = A_d(kappa) within a tolerance from the sample size; the
+    angle to the mean against its exact marginal (KS); the tangent part's mean along a fixed
+    direction orthogonal to each mean is 0 (so E[x] = A_d(kappa) mu)."""
+    draws = draws if d < 500 else draws // 2
+    g = torch.Generator().manual_seed(rows * 7919 + d)
+    mu = _unit(torch.randn(rows, d, generator=g, dtype=torch.float64))
+    e = torch.randn(rows, d, generator=g, dtype=torch.float64)
+    e = _unit(e - (e * mu).sum(-1, keepdim=True) * mu)
+    concentration = torch.tensor(kappa, dtype=dtype) if shared else torch.full((rows,), kappa, dtype=dtype)
+    q = VonMisesFisher(mu.to(dtype), concentration)
+    torch.manual_seed(d + rows)
+    x = torch.stack([q.rsample() for _ in range(-(-draws // rows))])  # (draws / rows, rows, d)
+    assert x.dtype == dtype and bool(torch.isfinite(x).all())
+    x = x.double()
+    assert (x.norm(dim=-1) - 1).abs().max() <= (1e-12 if dtype == torch.float64 else 1e-6)
+    t = (0.5 * (x - mu).square().sum(-1)).flatten()  # 1 - mu'x without cancellation
+    n = t.numel()
+    a = float(bessel_iv_ratio(d / 2, torch.tensor(kappa, dtype=torch.float64)))
+    rounding = 4 * torch.finfo(dtype).eps * math.sqrt(d) * float(t.mean().sqrt()) + (0 if dtype == torch.float64 else 1e-7)
+    assert abs(float((1.0 - t).mean()) - a) <= mean_tolerance(float(t.var()), n, 4 * len(ROW_CASES)) + rounding
+    theta = 2.0 * np.arcsin(np.sqrt(np.clip(t.numpy() / 2.0, 0.0, 1.0)))
+    assert stats.kstest(theta, _angle_cdf(d, kappa)).pvalue > P_THRESHOLD
+    side = (x * e).sum(-1).flatten()
+    assert abs(float(side.mean())) <= mean_tolerance(float(side.var()), n, 4 * len(ROW_CASES)) + rounding
+
+
+@pytest.mark.parametrize("case", ROW_CASES, ids=_row_case_id)
+def test_layer_draws(case, dtype):
+    """Rows sharing one concentration (a layer's) draw from a common pool of proposals."""
+    _check_row_draws(*case, True, dtype)
+
+
+@pytest.mark.parametrize("case", ROW_CASES, ids=_row_case_id)
+def test_layer_draws_with_a_concentration_per_row(case):
+    """Rows with their own concentrations make several proposals each."""
+    _check_row_draws(*case, False, torch.float64)
+
+
+@pytest.mark.parametrize("case", [ROW_CASES[0], ROW_CASES[5], ROW_CASES[7]], ids=_row_case_id)
+def test_layer_draws_that_need_more_rounds(case, monkeypatch):
+    """The rounds after the first (a pool that falls short, rows left without an accepted
+    proposal) draw from the same distribution: forced here by pools sized 3 standard deviations
+    below the mean number accepted and one proposal per row and round."""
+    monkeypatch.setattr(vmf_module, "_POOL_MARGIN_SD", -3.0)
+    for name in ("_TRIES", "_LARGE_TRIES", "_LATER_TRIES"):
+        monkeypatch.setattr(vmf_module, name, 1)
+    for shared in (True, False):
+        _check_row_draws(*case, shared, torch.float64, draws=ROW_DRAWS // 2)
+
+
+class _TensorConstants(vmf_module._WoodConstants):
+    """Wood's constants as 0-d tensors, as on an accelerator (where reading the value would synchronise)."""
+
+    def __init__(self, dim, kappa):
+        super().__init__(dim, torch.as_tensor(kappa, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("case", [ROW_CASES[0], ROW_CASES[5], ROW_CASES[7]], ids=_row_case_id)
+def test_accelerator_path_draws_the_same(case, monkeypatch):
+    """With the concentration's constants kept as tensors (the accelerator path, forced here on
+    the CPU) a draw consumes the same random numbers and gives the same sample and gradients."""
+    rows, d, kappa = case
+    mu = _unit(torch.randn(rows, d, generator=torch.Generator().manual_seed(1), dtype=torch.float64))
+    upstream = torch.randn(rows, d, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+
+    def draw():
+        v = mu.clone().requires_grad_()
+        k = torch.tensor(kappa, dtype=torch.float64, requires_grad=True)
+        torch.manual_seed(0)
+        x = VonMisesFisher(v / v.norm(dim=-1, keepdim=True), k).rsample()
+        return (x.detach(),) + torch.autograd.grad((x * upstream).sum(), [v, k])
+
+    expected = draw()
+    monkeypatch.setattr(vmf_module, "_WoodConstants", _TensorConstants)
+    for value, reference in zip(draw(), expected):
+        torch.testing.assert_close(value, reference, rtol=1e-11, atol=1e-13)
+
+
+@pytest.mark.parametrize("d", [2, 3, 4, 5, 6, 9, 10, 49, 50, 1000])
+def test_minimum_acceptance_bounds_woods_acceptance(d):
+    """``_min_acceptance(d)``, which sizes the pools, is below the acceptance probability of
+    Wood's sampler at every kappa (quadrature of Wood's own test over the Beta proposal; it
+    decreases in kappa towards its limit, ~0.658 at d = 2 and 1/sqrt(2) for large d), at the
+    first dimension of each entry of the table and below the next."""
+    m = d - 1.0
+    beta = stats.beta(m / 2, m / 2)
+    for kappa in (1e-3, 1.0, float(d), 1e3 * d, 1e9):
+        b = m / (2 * kappa + math.sqrt(4 * kappa * kappa + m * m))
+        x0 = (1 - b) / (1 + b)
+        c = kappa * x0 + m * math.log(1 - x0 * x0)
+
+        def accept(eps):
+            w = (1 - (1 + b) * eps) / (1 - (1 - b) * eps)
+            return math.exp(kappa * w + m * math.log(1 - x0 * w) - c) * beta.pdf(eps)
+
+        value = integrate.quad(accept, 0.0, 1.0, limit=200, points=[0.5])[0]
+        assert vmf_module._min_acceptance(d) < value <= 1.0
+
+
+@pytest.mark.parametrize("d, kappa", [(2, 1e-3), (3, 1.0), (10, 30.0), (500, 4000.0), (1250, 1e6)])
+def test_acceptance_test_is_woods(d, kappa):
+    """The rearranged test (no term of size kappa) accepts exactly the proposals that Wood's
+    original test, log u <= kappa w + m log(1 - x0 w) - c, accepts at these moderate kappa
+    (where the original is still accurate), for the float, 0-d and per-row constants alike;
+    the proposal recovered from rho is the one tested."""
+    m = d - 1.0
+    torch.manual_seed(11)
+    eps, one_minus_eps = vmf_module._symmetric_beta(0.5 * m, (4000,), None)
+    torch.manual_seed(12)
+    log_u = torch.rand(4000, dtype=torch.float64).log()
+    b = m / (2 * kappa + math.sqrt(4 * kappa * kappa + m * m))
+    x0 = (1 - b) / (1 + b)
+    w = (1 - (1 + b) * eps) / (1 - (1 - b) * eps)
+    expected = log_u <= kappa * w + m * torch.log1p(-x0 * w) - (kappa * x0 + m * math.log1p(-x0 * x0))
+    for concentration in (kappa, torch.tensor(kappa, dtype=torch.float64), torch.full((4000,), kappa, dtype=torch.float64)):
+        constants = vmf_module._WoodConstants(d, concentration)
+        torch.manual_seed(12)
+        rho, accepted = constants.accept(eps, one_minus_eps)
+        assert bool((accepted == expected).all())
+        torch.testing.assert_close(constants.proposal(rho), eps, rtol=1e-14, atol=0)
+        w_rho, sin = constants.w_and_sin(rho)
+        torch.testing.assert_close(w_rho, w, rtol=1e-13, atol=1e-15)
+        torch.testing.assert_close(sin, (1 - w * w).clamp(min=0).sqrt(), rtol=1e-6, atol=1e-12)
+
+
+@pytest.mark.parametrize("d, kappa", [(2, 0.1), (10, 30.0), (500, 4000.0), (1250, 1e6), (3, 1e300)])
+def test_kappa_gradient_of_the_accepted_proposals_is_exact(d, kappa):
+    """(w, sin) of accepted proposals and their closed-form kappa-derivatives (``_WoodTransform``)
+    equal the reference formula ``_w_and_sin`` (b and the denominator in kappa at fixed eps,
+    which score_parts differentiates) and its autograd gradient, and central finite
+    differences of it (where kappa is not huge), for one shared and one per-row concentration."""
+    torch.manual_seed(3)
+    n = 50
+    eps = vmf_module._symmetric_beta(0.5 * (d - 1), (n, 1), None)[0]
+    weights = torch.randn(2, n, 1, dtype=torch.float64)
+    q = VonMisesFisher(_unit(torch.randn(d, dtype=torch.float64)), kappa)
+    for shape in ((), (n, 1)):
+        k = torch.full(shape, kappa, dtype=torch.float64, requires_grad=True)
+        constants = vmf_module._WoodConstants(d, kappa if not shape else k.detach())
+        rho = eps / ((1 - eps) + constants.b * eps)
+        w, sin = vmf_module._WoodTransform.apply(k, rho, constants)
+        (grad,) = torch.autograd.grad((weights[0] * w + weights[1] * sin).sum(), k)
+        k_ref = k.detach().clone().requires_grad_()
+        w_ref, sin_ref = q._w_and_sin(k_ref, eps)[:2]
+        (grad_ref,) = torch.autograd.grad((weights[0] * w_ref + weights[1] * sin_ref).sum(), k_ref)
+        torch.testing.assert_close(w, w_ref, rtol=1e-13, atol=1e-15)
+        torch.testing.assert_close(sin, sin_ref, rtol=1e-12, atol=0)
+        torch.testing.assert_close(grad, grad_ref, rtol=1e-10, atol=1e-300)
+        if kappa < 1e100:
+            h = 1e-6 * kappa
+
+            def loss(value):
+                w_h, sin_h = q._w_and_sin(torch.tensor(value, dtype=torch.float64), eps)[:2]
+                return float((weights[0] * w_h + weights[1] * sin_h).sum())
+
+            finite_difference = (loss(kappa + h) - loss(kappa - h)) / (2 * h)
+            assert float(grad.sum()) == pytest.approx(finite_difference, rel=1e-6, abs=1e-12)
+
+
+@pytest.mark.parametrize("d, kappa", [(5, 2.0), (100, 50.0), (500, rdp_ml_kappa(500, 0.1))])
+def test_shared_kappa_gradient_is_unbiased(d, kappa):
+    """A layer's shared concentration (a 0-d parameter, RDP's): the pathwise gradient of the
+    rows' mean of mu'x plus the rejection correction, over repeated draws, is A_d'(kappa)."""
+    torch.manual_seed(6)
+    rows, repeats = min(2000, 200_000 // d), 30
+    mu = _unit(torch.randn(rows, d, dtype=torch.float64))
+    grads = []
+    for _ in range(repeats):
+        k = torch.tensor(kappa, dtype=torch.float64, requires_grad=True)
+        q = VonMisesFisher(mu, k)
+        x = q.rsample()
+        f = (x * mu).sum(-1)
+        surrogate = f.mean() + (f.detach() * q.score_parts(x).score_function).mean()
+        grads.append(float(torch.autograd.grad(surrogate, k)[0]))
+    grads = np.array(grads)
+    assert abs(grads.mean() - _a_prime(d, kappa)) <= z_bound(3, 1e-6) * grads.std(ddof=1) / math.sqrt(repeats)
+
+
+def test_loc_gradient_is_the_householder_pathwise_gradient(dtype):
+    """The loc-gradient is the pathwise gradient through the reflection H(mu) that maps
+    sigma e1 to mu (sigma = -sign(mu_1)) at fixed x' = H(mu) x = (sigma w, sin v): the same
+    estimator as before the batched sampler (issue 26), checked against an explicit matrix
+    reflection at the same draws, means near the poles included."""
+    torch.manual_seed(8)
+    n, d = 64, 7
+    v = torch.randn(n, d, dtype=dtype)
+    v[:4] = torch.eye(d, dtype=dtype)[:4] * torch.tensor([1.0, -1.0, 1.0, -1.0], dtype=dtype)[:, None]
+    v = v.requires_grad_()
+    mu = v / v.norm(dim=-1, keepdim=True)
+    x = VonMisesFisher(mu, torch.tensor(20.0, dtype=dtype)).rsample()
+    upstream = torch.randn(n, d, dtype=dtype)
+    (grad,) = torch.autograd.grad((x * upstream).sum(), v, retain_graph=True)
+
+    def reflection(m, sigma):
+        u = -m
+        u = u + torch.nn.functional.pad(sigma[:, None], (0, d - 1))
+        return torch.eye(d, dtype=dtype) - 2 * u[:, :, None] * u[:, None, :] / (u * u).sum(-1)[:, None, None]
+
+    sigma = torch.where(mu.detach()[:, 0] >= 0, -1.0, 1.0).to(dtype)
+    x_prime = (reflection(mu.detach(), sigma) @ x.detach()[:, :, None])[:, :, 0]
+    tol = 1e-10 if dtype == torch.float64 else 1e-4
+    # x' has the reflection's structure: first coordinate sigma w = sigma mu'x, the rest sin v
+    torch.testing.assert_close(x_prime[:, 0], sigma * (mu * x).sum(-1).detach(), rtol=tol, atol=tol)
+    x_ref = (reflection(mu, sigma) @ x_prime[:, :, None])[:, :, 0]
+    (grad_ref,) = torch.autograd.grad((x_ref * upstream).sum(), v)
+    torch.testing.assert_close(grad, grad_ref, rtol=tol, atol=tol)
+
+
+def test_shared_invalid_concentration_fails_fast_when_sampling():
+    """The pooled path (one concentration for all rows) names an invalid one too."""
+    loc = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    for kappa in (float("nan"), float("inf")):
+        q = VonMisesFisher(loc, torch.tensor(kappa), validate_args=False)
+        with pytest.raises(ValueError, match="concentration must be positive and finite"):
+            q.rsample((3,))
 
 
 # Pyro's density-based ``auto_goodness_of_fit(..., dim=d - 1)`` is not used: on the circle and

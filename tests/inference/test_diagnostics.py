@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from pyrozoo.data import UCIDataset
-from pyrozoo.guides import DeltaGuide, MeanFieldNormalGuide, SparseVariationalDropoutGuide
+from pyrozoo.guides import DeltaGuide, MeanFieldNormalGuide, SparseVariationalDropoutGuide, VariationalDropoutGuide
 from pyrozoo.inference import SGHMC, SGLD, BlundellKLReweighting, ImportanceWeighted_ELBO, LinearKLWarmup, ReweightedWakeSleepLoss, evaluate, fit
 from pyrozoo.inference.diagnostics import (
     CHANCE_SDS,
@@ -160,6 +160,7 @@ def test_prior_collapse_needs_both_chance_and_a_small_kl():
     assert not prior_collapse(KL_COLLAPSE * 1.01, True)
     assert not prior_collapse(0.0, False)
     assert not prior_collapse(None, True)  # KL unknown: no verdict
+    assert not prior_collapse(0.0, True, kl_fixed=True)  # a KL no parameter moves cannot have collapsed
 
 
 def test_run_status_is_the_most_severe_event():
@@ -341,6 +342,41 @@ def test_dropout_priors_without_kl_warmup_collapse_onto_the_prior_with_a_warning
         warnings.simplefilter("error", RunWarning)
         history = fit(model, SparseVariationalDropoutGuide(model), (x, y), epochs=10, batch_size=100, lr=1e-2, estimator="local", kl_schedule=LinearKLWarmup(0, 5), seed=0, progress=False)
     assert history.attrs["status"] == "ok"
+
+
+def _param_guide(x, y=None, idx=None, classes=3):
+    loc = pyro.param("loc", torch.zeros(classes, x.shape[1]))
+    pyro.sample("w", dist.Normal(loc, 1.0).to_event(2))
+
+
+@pytest.mark.parametrize("guide, fixed", [(_guide(0.0, 1.0), True), (_param_guide, False)], ids=["constants", "a-parameter"])
+def test_posterior_check_says_whether_the_kl_moves_with_the_guide(guide, fixed):
+    """Both guides equal the prior (KL 0, at chance on labels that ignore x); only the one
+    with a parameter has a KL an optimizer could have driven there."""
+    pyro.clear_param_store()
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(300, 4, generator=g), torch.randint(0, 3, (300,), generator=g)
+    figures = posterior_check(_logistic, guide, (x, y, torch.arange(300)))
+    assert figures["kl_per_parameter"] == pytest.approx(0.0, abs=1e-6) and figures["at_chance"]
+    assert figures["kl_fixed"] is fixed
+    assert prior_collapse(figures["kl_per_parameter"], figures["at_chance"], kl_fixed=figures["kl_fixed"]) is not fixed
+
+
+@pytest.mark.parametrize("prior", [ARDPrior, LogUniformPrior], ids=["ard", "log-uniform"])
+def test_a_zero_mean_network_at_chance_is_no_prior_collapse(prior):
+    """Every layer zero-mean (alpha infinite): the KL is 0 whatever the guide's parameters,
+    and the network cannot beat one that ignores its input (its logits' mean is the bias), so
+    the fit ends at chance with KL 0, which is no collapse onto the prior: no warning."""
+    pyro.clear_param_store()
+    x, y = _synthetic_classification(n=300, d=20, classes=4)
+    model = BayesianNeuralNetwork(MLP(20, [30], 4), prior(), Categorical())
+    guide = VariationalDropoutGuide(model, parameterization="zero-mean")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RunWarning)
+        history = fit(model, guide, (x, y), epochs=5, batch_size=100, lr=1e-2, estimator="local", kl_schedule=LinearKLWarmup(0, 2), seed=0, progress=False)
+    assert history.attrs["status"] == "ok" and history.attrs["events"] == []
+    figures = posterior_check(model, guide, (x, y, torch.arange(len(y))))
+    assert figures["at_chance"] and figures["kl_per_parameter"] == 0.0 and figures["kl_fixed"]  # what the rule saw
 
 
 # -- healthy runs stay quiet ----------------------------------------------------------------

@@ -20,16 +20,17 @@ PROBLEMS = ref.reference_problems()
 NUTS_PROBLEMS = [p for p in PROBLEMS if ref.PROBLEMS[p].uses_nuts]
 BNN_PROBLEMS = [p for p in PROBLEMS if ref.PROBLEMS[p].kind != "nig"]
 
-#: references whose NUTS build had not finished when this was committed (issue 22's next leg
-#: builds them with ``examples/reference_posteriors.py``, resumable): their stored-file tests
-#: are expected failures until then, reported as XPASS once the files are in; remove a name
-#: from here when its reference is committed
-PENDING = {"concrete_mlp", "energy_mlp", "bostonHousing_linear", "bostonHousing_linear_nig", "mnist_softmax"}  # mnist_softmax: stored in the previous format, being rewritten
-_PENDING_MARK = pytest.mark.xfail(reason="reference not built yet (issue 22 next leg)", strict=False)
+#: references built but not converged: their diagnostics test is an expected failure (strict:
+#: once a rebuild converges it fails as XPASS, so the name must go). energy_mlp: 8 chains x 300
+#: draws over 450 training rows, split R-hat 1.073 at a few test inputs (median 1.00), bulk
+#: ESS 88 there; with 691 rows the chains settled in two function-space modes. Its stored file
+#: is still tested for everything else, and the matrix scores against it, labelled unconverged.
+NOT_CONVERGED = {"energy_mlp"}
 
 
-def _stored(problems):
-    return [pytest.param(p, marks=_PENDING_MARK) if p in PENDING else p for p in problems]
+def _converged(problems):
+    mark = pytest.mark.xfail(reason="reference built but not converged (issue 22): rebuild with more draws or another size", strict=True)
+    return [pytest.param(p, marks=mark) if p in NOT_CONVERGED else p for p in problems]
 
 
 @functools.lru_cache(maxsize=None)
@@ -51,7 +52,7 @@ def boston_linear_data():
 
 # -- the stored references -------------------------------------------------------------------
 
-@pytest.mark.parametrize("problem", _stored(PROBLEMS))
+@pytest.mark.parametrize("problem", PROBLEMS)
 def test_stored_reference_loads_with_consistent_arrays(problem):
     stored = ref.load_reference(problem)
     n = len(stored.y_test)
@@ -87,7 +88,7 @@ def test_stored_reference_loads_with_consistent_arrays(problem):
     assert stored.info["test_size"] == n
 
 
-@pytest.mark.parametrize("problem", _stored(PROBLEMS))
+@pytest.mark.parametrize("problem", PROBLEMS)
 def test_stored_reference_is_of_this_problems_data(problem):
     data = _data_or_skip(problem)
     stored = ref.load_reference(problem)
@@ -96,12 +97,12 @@ def test_stored_reference_is_of_this_problems_data(problem):
     assert stored.info["train_size"] == len(data.y_train)
 
 
-@pytest.mark.parametrize("problem", _stored(NUTS_PROBLEMS))
+@pytest.mark.parametrize("problem", _converged(NUTS_PROBLEMS))
 def test_stored_diagnostics_meet_the_thresholds(problem):
     info = ref.load_reference(problem).info
     d = info["diagnostics"]
     assert d["thresholds"] == {"rhat_max": ref.RHAT_MAX, "ess_bulk_min": ref.ESS_MIN, "divergences": 0}
-    assert d["chains"] >= 4 and len(d["per_chain"]) == d["chains"]
+    assert d["chains"] >= ref.MIN_CHAINS >= 4 and len(d["per_chain"]) == d["chains"]
     assert d["rhat_max"] < ref.RHAT_MAX, d["rhat_max"]
     assert d["ess_bulk_min"] >= ref.ESS_MIN, d["ess_bulk_min"]
     assert d["divergences"] == 0
@@ -119,7 +120,6 @@ def test_stored_diagnostics_meet_the_thresholds(problem):
         assert check["sd_relative_error_max"] < 5 / math.sqrt(2 * d["ess_bulk_theta_min"])
 
 
-@_PENDING_MARK
 def test_stored_linear_reference_matches_its_closed_form(boston_linear_data):
     spec = ref.PROBLEMS["bostonHousing_linear"]
     stored = ref.load_reference("bostonHousing_linear")
@@ -135,7 +135,6 @@ def test_stored_linear_reference_matches_its_closed_form(boston_linear_data):
     assert (np.abs(stored["f_mean"] - stored["exact_f_mean"]) < 4.5 * se).all()
 
 
-@_PENDING_MARK
 def test_stored_nig_reference_matches_its_closed_form(boston_linear_data):
     a0, b0, v0 = ref.PROBLEMS["bostonHousing_linear_nig"].nig
     stored = ref.load_reference("bostonHousing_linear_nig")

@@ -1,0 +1,113 @@
+"""The claims ledger (issue 23): every headline claim of the five source works, with a verdict
+computed from the committed results.
+
+Evaluates the claims declared in ``recipes/claims.py`` against the results files in
+``--results-dir`` (default ``docs/results``) and writes there ``claims.csv`` (one row per
+claim: source, claim, the paper's value, ours with its interval, verdict, the reason in
+words, tolerance, setting, files read) and ``claims.md`` (counts by verdict, then one section
+per source work). Nothing is trained; the ledger only reads. A results file, column or row a
+claim names that is missing stops it with an error naming the claim, before anything is
+written, so a renamed results file cannot silently drop a claim.
+
+    python examples/claims_ledger.py
+    python examples/claims_ledger.py --results-dir /tmp/results   # reads and writes there
+"""
+
+import argparse
+import datetime
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from pyrozoo import atomic
+from recipes import claims
+from recipes.cli import add_common_arguments, run_main
+
+ROOT = Path(__file__).resolve().parents[1]
+#: the code the ledger's verdicts depend on (besides the results files)
+CODE = ("recipes/claims.py", "examples/claims_ledger.py")
+
+
+def _git(*args) -> str:
+    try:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def provenance(argv) -> str:
+    """Command, commit (and whether the ledger's code differs from it) and date."""
+    commit = _git("rev-parse", "HEAD")[:12] or "unknown"
+    modified = bool(_git("status", "--porcelain", "--", *CODE))
+    return (f"Written by `python examples/claims_ledger.py{''.join(' ' + a for a in argv)}` at commit {commit}"
+            f"{' (the ledger code modified since)' if modified else ''} on {datetime.date.today().isoformat()}.")
+
+
+def _cell(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(header, rows) -> str:
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+RULES = """How to read it. Each claim is one or more comparisons ("parts") of our number, read from the
+committed results files listed with it, with the paper's (labelled as the paper's). A part holds,
+holds in direction only, or fails: within the stated tolerance of the paper's value (doing better
+than the paper holds); an ordering holds when the 95 % intervals do not overlap (a paired
+difference: its t-interval excludes 0), in direction only when the order is right but the intervals
+overlap or a side is a single run. Verdict: every part holds, reproduced; none, not reproduced;
+anything between, partly. A claim tested only in a proxy setting (another data set, network, attack
+or reading of the method) is at best partly; a claim no committed result can test is not testable
+here, with the reason. Means over several seeds, splits or data sets come with their standard error
+and 95 % Student-t interval, and n. Verdicts are computed by `recipes/claims.py` from the files,
+never typed in."""
+
+
+def markdown(table: pd.DataFrame, argv) -> str:
+    counts = claims.counts(table)
+    out = ["# Claims ledger: the headline claims of the five source works\n", provenance(argv) + "\n",
+           "**" + " · ".join(f"{v}: {n}" for v, n in counts.items()) + f"** ({len(table)} claims)\n", RULES + "\n"]
+    per_work = [[name] + [int(((table.work == name) & (table.verdict == v)).sum()) for v in claims.VERDICTS] for name in claims.WORKS.values()]
+    out.append(_table(["source work", *claims.VERDICTS], per_work))
+    for name in claims.WORKS.values():
+        rows = table[table.work == name]
+        out.append(f"\n## {name}\n")
+        out.append(_table(["claim", "source", "in words", "paper value", "verdict"], [[f"[{r.id}](#{r.id})", r.source, r.claim, r.paper_value, f"**{r.verdict}**"] for r in rows.itertuples()]))
+        for r in rows.itertuples():
+            # the heading is the id alone, so GitHub's and MyST's heading slugs are the id the table links to
+            out.append(f"\n### {r.id}\n")
+            items = [("Verdict", f"**{r.verdict}**"), ("Source", r.source), ("Claim", r.claim), ("Paper", r.paper_value)]
+            if r.our_value:
+                items += [("Ours", r.our_value), ("95 % interval", r.interval)]
+            items += [("Why", r.evidence)]
+            if r.tolerance:
+                items.append(("Tolerance", r.tolerance))
+            items.append(("Setting", r.setting))
+            if r.files:
+                items.append(("Files", ", ".join(f"`{f}`" for f in r.files.split())))
+            out.append("\n".join(f"- **{k}:** {v}" for k, v in items) + "\n")
+    return "\n".join(out)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_common_arguments(parser)  # only --results-dir matters: the ledger reads and writes there
+    args = parser.parse_args(argv)
+    results_dir = Path(args.results_dir)
+    table = claims.ledger(results_dir=results_dir)
+    claims.write_csv(table, results_dir / "claims.csv")
+    atomic.write_text(results_dir / "claims.md", markdown(table, argv))
+    print(", ".join(f"{v}: {n}" for v, n in claims.counts(table).items()) + f" ({len(table)} claims)")
+    for r in table.itertuples():
+        print(f"  {r.verdict:<18} {r.id}")
+    return table
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,246 @@
+"""Builds and checks ``docs/results/MANIFEST.csv``, the provenance of every results file.
+
+Examples record their own rows as they write (:mod:`recipes.provenance`, through
+``recipes.cli.run_main``). This script fills in the rest: for every results file without a row
+written by a run, it reconstructs one from what the file and its history say:
+
+* the command, commit and thread count of a provenance line in the file or in the Markdown
+  table of its family (``command: `python ...`; commit <hash>; torch ...``, as
+  ``examples/reference_matrix.py`` writes), or of the ``provenance`` object of its JSON sidecar
+  (``examples/reference_posteriors.py``), with the sidecar's ``settings``;
+* otherwise the script that writes such files (:data:`PRODUCERS`) with "arguments not
+  recorded", and the commit that last wrote the file (``git log -1 -- <file>``);
+* ``depends`` from the producing script's imports (:func:`recipes.provenance.depends_of`);
+  ``created`` from the commit date (a file changed since: its modification time); ``device``
+  ``cpu``: no GPU was used for a committed result before issue 23's runbook (those that say
+  where they ran say CPU).
+
+Rerunning it is idempotent: rows written by a run are kept (their ``depends`` refreshed), the
+backfilled ones are rebuilt (kept as they are in a checkout without git history), every waiver
+is kept, and rows of files that are gone are dropped.
+``--waive-stale ISSUE`` gives every stale row without a waiver one: that it is to be regenerated
+under that issue, and the commits that changed its dependencies since it was written (edit a
+row's waiver by hand for a more specific reason; the backfill keeps it).
+
+    python examples/results_manifest.py                       # backfill, then report
+    python examples/results_manifest.py --check               # report only; exit status 1 on a problem
+    python examples/results_manifest.py --waive-stale 23         # waive what is stale today, to regenerate under issue 23
+"""
+
+import argparse
+import json
+import re
+import shlex
+from datetime import datetime, timezone
+from pathlib import Path
+
+from recipes import provenance as prov
+from recipes.cli import positive_int, run_main
+
+#: which script writes a results file, by its path under docs/results (first match wins; then
+#: the example whose name is the longest prefix of the file's name, looked for in
+#: ``examples/<folder>/`` for a file in ``docs/results/<folder>/`` and then in ``examples/``, so
+#: ``gpu/classify_cnn_fgsm.csv`` is examples/classify_cnn.py's)
+PRODUCERS = [
+    (r"^reference/", "examples/reference_posteriors.py"),
+    (r"(^|/)reference_matrix", "examples/reference_matrix.py"),
+    (r"(^|/)rdp_\w+_pruning_histogram\.png$", "examples/rdp_pruning_histogram.py"),
+    (r"(^|/)rdp_\w+_pruning_statistics\.json$", "examples/compress_lenet.py"),  # compress_lenet's rdp method (statistics_out)
+    (r"(^|/)uci_rdp_comparison\.", "examples/uci_rdp_table.py"),
+    (r"(^|/)uci_esbo_", "examples/uci_esbo_table.py"),
+    (r"(^|/)uci_sgmcmc_", "examples/uci_sgmcmc_table.py"),
+    (r"(^|/)uci_", "examples/uci_regression.py"),  # uci_<methods>.csv and _summary
+    (r"(^|/)compare_objectives_notebook_", "notebooks/compare_objectives.ipynb"),
+    (r"(^|/)compare_baselines_notebook_", "notebooks/compare_objectives_baselines.ipynb"),
+    (r"(^|/)runbook_state\.json$", "examples/gpu_runbook.py"),
+    (r"(^|/)claims\.", "examples/claims_ledger.py"),  # issue 23's claims ledger
+]
+
+#: the reason --waive-stale gives
+WAIVER = "stale: committed before the commits below changed the code it depends on; to regenerate under issue {issue}"
+#: a provenance line: command: `python ...`; commit <hash>[ (... modified ...)]; torch <version>
+PROVENANCE_LINE = re.compile(r"command: `(?P<command>[^`]+)`; commit (?P<commit>[0-9a-f]{7,40})(?P<modified> \([^)]*modified[^)]*\))?; torch (?P<torch>\S+?),")
+
+
+def producer_of(name: str, root: Path):
+    """The repository-relative script that writes ``name`` (a path under docs/results), or ``None``."""
+    for pattern, script in PRODUCERS:
+        if re.search(pattern, name):
+            return script
+    stem, folder = Path(name).name.split(".")[0], Path(name).parent
+    # a file in docs/results/<folder>/ is first looked for among examples/<folder>/*.py
+    for where in dict.fromkeys([root / "examples" / folder, root / "examples"]):
+        scripts = sorted(where.glob("*.py"), key=lambda p: len(p.stem), reverse=True)
+        found = next((p for p in scripts if stem == p.stem or stem.startswith(p.stem + "_")), None)
+        if found is not None:
+            return found.relative_to(root).as_posix()
+    return None
+
+
+def _family(name: str, directory: Path):
+    """The files that may hold ``name``'s provenance: itself (Markdown or JSON), its JSON sidecar,
+    then the Markdown tables of its stem and of the stem's prefixes at ``_`` boundaries
+    (``reference_matrix_refusals.csv`` -> ``reference_matrix_refusals.md``, ``reference_matrix.md``)."""
+    path = directory / name
+    out = [path] if path.suffix in (".md", ".json") else []
+    out.append(path.with_suffix(".json"))
+    parts = path.name.split(".")[0].split("_")
+    out += [path.with_name("_".join(parts[:k]) + ".md") for k in range(len(parts), 0, -1)]
+    return [p for p in dict.fromkeys(out) if p.is_file()]
+
+
+def recorded_provenance(name: str, directory: Path) -> dict:
+    """What a provenance line or a JSON sidecar of ``name``'s family records (``{}``: nothing)."""
+    for path in _family(name, directory):
+        if path.suffix == ".json":
+            try:
+                info = json.loads(path.read_text())
+            except ValueError:
+                continue
+            record = info.get("provenance") if isinstance(info, dict) else None
+            if isinstance(record, dict) and record.get("command"):
+                commit = str(record.get("commit") or "")[: prov.SHORT_HASH]
+                seconds = (info.get("diagnostics") or {}).get("wall_seconds")
+                return {
+                    "command": record["command"],
+                    "commit": (commit + ("+dirty" if record.get("builder_modified_since_commit") else "")) if commit else "",
+                    "threads": str(record.get("torch_threads", "")),
+                    "settings": info.get("settings") if isinstance(info.get("settings"), dict) else None,
+                    "seconds": f"{seconds:.1f}" if isinstance(seconds, (int, float)) else "",
+                    "from": path.name,
+                }
+        else:
+            match = PROVENANCE_LINE.search(path.read_text())
+            if match:
+                return {
+                    "command": match["command"],
+                    "commit": match["commit"][: prov.SHORT_HASH] + ("+dirty" if match["modified"] else ""),
+                    "from": path.name,
+                }
+    return {}
+
+
+def _changed_files(root: Path) -> set:
+    """docs/results files that differ from HEAD or are untracked (their content is newer than
+    their last commit), relative to docs/results."""
+    out = prov.git(root, "status", "--porcelain", "--untracked-files=all", "--", "docs/results") or ""
+    return {line[3:].split(" -> ")[-1].strip('"')[len("docs/results/"):] for line in out.splitlines() if len(line) > 3}
+
+
+def _mtime_iso(path: Path) -> str:
+    return datetime.fromtimestamp(path.stat().st_mtime, timezone.utc).isoformat(timespec="seconds")
+
+
+def backfill_row(name: str, root: Path, hist, changed: set) -> dict:
+    """A row for ``name`` reconstructed from its provenance records and git (see the module docstring)."""
+    directory = prov.results_dir(root)
+    producer = producer_of(name, root)
+    depends = prov.depends_of(producer, root) if producer else []
+    recorded = recorded_provenance(name, directory)
+    written = hist.last_commit(f"docs/results/{name}") if hist is not None else None
+    newer = name in changed or written is None
+    command = recorded.get("command") or (f"{producer} (arguments not recorded)" if producer else "unknown (no script writes such a file)")
+    if recorded.get("commit"):
+        commit = recorded["commit"]
+    else:
+        commit = "uncommitted" if newer else written[: prov.SHORT_HASH]
+    settings = recorded.get("settings")
+    if settings is None:
+        known = recorded.get("command")
+        settings = prov.settings_from_argv(shlex.split(known)[2:]) if known and known.startswith("python ") else {}
+    return {
+        "file": name,
+        "command": command,
+        "commit": commit,
+        "settings": json.dumps(settings, sort_keys=True, default=str),
+        "device": "cpu",
+        "threads": recorded.get("threads", ""),
+        "seconds": recorded.get("seconds", ""),
+        "created": _mtime_iso(directory / name) if newer else hist.dates[written],
+        "depends": ";".join(depends),
+        "waiver": "",
+        "source": "backfill" + (f" ({recorded['from']})" if recorded.get("from") else ""),
+    }
+
+
+def backfill(root: Path, rows: dict, hist) -> dict:
+    """The manifest after a backfill of ``rows`` (not written): every results file present gets
+    a row; rows written by a run are kept with their ``depends`` refreshed, the rest rebuilt;
+    waivers are kept; rows of files no longer present are dropped."""
+    changed = _changed_files(root) if hist is not None else set()
+    out = {}
+    for name in prov.results_files(root):
+        old = rows.get(name)
+        if old is not None and hist is None:
+            # without history (a shallow clone) a rebuilt row would lose its commit and date
+            row = dict(old)
+        elif old is not None and old.get("source") == "run":
+            row = dict(old)
+            script = shlex.split(old["command"])[1] if old["command"].startswith("python ") else None
+            if script and (root / script).is_file():
+                row["depends"] = ";".join(prov.depends_of(script, root))
+        else:
+            row = backfill_row(name, root, hist, changed)
+        row["waiver"] = old.get("waiver", "") if old else ""
+        out[name] = row
+    return out
+
+
+def waive_stale(rows: dict, hist, reason: str) -> list:
+    """Gives every stale row without a waiver one: ``reason``, then the commits that changed its
+    ``depends`` since it was written. Returns the files waived."""
+    waived = []
+    for name, stale in sorted(prov.staleness(rows, hist).items()):
+        if rows[name]["waiver"].strip():
+            continue
+        commits = list(dict.fromkeys(c for c, _ in stale.changes))
+        changes = ", ".join(f"{c[:7]} ({' '.join(p for cc, p in stale.changes if cc == c)})" for c in commits)
+        rows[name]["waiver"] = f"{reason} [written at {stale.written[:7]}; changed since: {changes}]"
+        waived.append(name)
+    return waived
+
+
+def report(result: prov.Report, hist, rows: dict, verbose: bool) -> str:
+    lines = [f"{result.listed} files listed in {prov.MANIFEST_NAME}"]
+    if not result.history_available:
+        lines.append("staleness not checked: this checkout has no full git history (no git, or a shallow clone)")
+    else:
+        lines.append(f"{len(result.stale)} stale (a dependency changed after the file's last commit): {len(result.waived)} with a waiver, {len(result.unwaived)} without")
+    lines += [f"PROBLEM {p}" for p in result.problems]
+    if result.unwaived:
+        lines += ["  " + result.stale[f].describe(hist) for f in result.unwaived]
+    if verbose:
+        lines += [f"waived: {result.stale[f].describe(hist)} -- waiver: {rows[f]['waiver']}" for f in result.waived]
+        lines += [f"note: {f} has a waiver but is not stale (regenerated since?)" for f in result.needless_waivers]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="only check the manifest (exit status 1 on a problem); write nothing")
+    parser.add_argument("--waive-stale", metavar="ISSUE", type=positive_int, default=None, help="waive every stale row without a waiver, to be regenerated under this issue (the waiver names the commits that made it stale)")
+    parser.add_argument("--verbose", action="store_true", help="also list the waived stale files and needless waivers")
+    args = parser.parse_args(argv)
+    root = prov.repo_root()
+    path = prov.manifest_path(root)
+    hist = prov.history(root)
+    if args.waive_stale is not None and hist is None:
+        parser.error("--waive-stale needs the git history (this checkout has none, or a shallow one)")
+    if args.check:
+        rows = prov.read_manifest(path)
+    else:
+        def change(rows):
+            rows = backfill(root, rows, hist)
+            if args.waive_stale is not None:
+                print(f"waived {len(waive_stale(rows, hist, WAIVER.format(issue=args.waive_stale)))} stale file(s)")
+            return rows
+
+        # under the manifest's lock: an example finishing meanwhile waits, and its rows are kept
+        rows = prov.update(path, change)
+    result = prov.check_manifest(root, rows, hist)
+    print(report(result, hist, rows, args.verbose))
+    return 1 if result.problems else 0
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,364 @@
+"""The claims ledger (``recipes/claims.py``, ``examples/claims_ledger.py``).
+
+* every claim resolves against the committed results files, and the committed ``claims.csv``
+  is what the script writes from them now (so it cannot go stale);
+* the comparison rules give known answers on synthetic numbers (inside and outside a
+  tolerance, orderings with and without intervals, a single data set against a spread);
+* verdicts are computed, never declared: a claim has no verdict field, its verdict follows its
+  rules' outcomes, and changing a number in a results file changes the verdict;
+* a missing results file or column is an error that names the claim;
+* the ledger covers each of the five source works with at least three claims.
+"""
+
+import dataclasses
+import math
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from recipes import claims as C
+from recipes.claims import (FAIL, PASS, WEAK, Agrees, Better, Claim, Close, Column, Computed, LedgerError, Measurement, Near, Part,
+                            SingleDataSet, Threshold, aggregate, binomial_tolerance, measurement_of, t_quantile_975)
+from tests.examples.runner import run_example
+
+RESULTS = C.default_results_dir()
+BY_ID = {c.id: c for c in C.CLAIMS}
+
+
+@pytest.fixture(scope="module")
+def committed():
+    """Each claim's row from the committed results (computed once), and the error of each claim
+    that does not resolve: only those claims' own tests fail on it."""
+    rows, errors = {}, {}
+    for claim in C.CLAIMS:
+        try:
+            rows[claim.id] = C.evaluate(claim)
+        except LedgerError as e:
+            errors[claim.id] = str(e)
+    return rows, errors
+
+
+@pytest.fixture(scope="module")
+def resolved(committed):
+    """The claims that resolve against the committed results, in the ledger's order."""
+    rows, _ = committed
+    return [c for c in C.CLAIMS if c.id in rows]
+
+
+def _fixed(m: Measurement) -> Computed:
+    """A reader that returns ``m`` (for the rules that read a second measurement)."""
+    return Computed("fixed", (), lambda results_dir: m)
+
+
+def _one(x: float, unit: str = "") -> Measurement:
+    return Measurement(mean=x, unit=unit)
+
+
+# -- the committed ledger ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("claim", C.CLAIMS, ids=lambda c: c.id)
+def test_every_claim_resolves_against_the_committed_files(claim, committed):
+    rows, errors = committed
+    assert claim.id not in errors, errors.get(claim.id)
+    row = pd.Series(rows[claim.id])
+    assert row.verdict in C.VERDICTS
+    assert all((RESULTS / f).exists() for f in claim.files)
+    if claim.parts:
+        assert row.our_value and row.evidence and row.verdict != "not testable here"
+        # every part is judged: its label appears in the reason with its outcome
+        for part in claim.parts if len(claim.parts) > 1 else ():
+            assert f"{part.label}: " in row.evidence
+    else:
+        assert row.verdict == "not testable here" and claim.untestable in row.evidence and not claim.files
+
+
+def test_the_committed_claims_csv_is_what_the_script_writes_now(tmp_path):
+    table = C.ledger()
+    now = C.write_csv(table, tmp_path / "claims.csv").read_text()
+    assert now == (RESULTS / "claims.csv").read_text(), "docs/results/claims.csv is stale: run python examples/claims_ledger.py"
+    md = (RESULTS / "claims.md").read_text()
+    assert " · ".join(f"{v}: {n}" for v, n in C.counts(table).items()) in md
+
+
+def test_each_source_work_has_three_to_eight_claims_with_labelled_paper_values():
+    per_work = {w: [c for c in C.CLAIMS if c.work == w] for w in C.WORKS}
+    assert {w: len(cs) for w, cs in per_work.items() if not 3 <= len(cs) <= 8} == {}
+    assert len({c.id for c in C.CLAIMS}) == len(C.CLAIMS)
+    for c in C.CLAIMS:
+        assert "paper" in c.paper_value, f"{c.id}: the paper's value must be labelled as the paper's"
+        assert c.source and c.claim and (c.tolerance or not c.parts), c.id
+    # the claims the issue names are all there, reproduced or not
+    assert {"deng-table1-500k", "deng-table2-accuracy", "deng-fig2-fgsm", "deng-uci", "molchanov-sparse-vd-lenet300", "molchanov-sparse-vd-lenet5",
+            "molchanov-zero-mean", "molchanov-phase-transition", "molchanov-vae-dsivi-prior", "molchanov-marginal-vs-joint", "kingma-lrt-variance",
+            "oh-lenet5", "oh-uci", "louizos-bc-ghs", "blundell-mnist"} <= set(BY_ID)
+
+
+def test_deng_table1_reports_mean_median_and_spike_only_chains():
+    """Issue 23, item 5: mean ± s.e. and median over the 20 data sets, with the spike-only count
+    the committed table gives (read from it, not typed here)."""
+    row = pd.Series(C.evaluate(BY_ID["deng-table1-500k"]))
+    table = pd.read_csv(RESULTS / "sparse_regression_500k_table.csv")
+    runs = pd.read_csv(RESULTS / "sparse_regression_500k.csv").query("method == 'sgld-sa' and v0 == 0.01 and sigma == 2.0")
+    spike = int(table.query("method == 'sgld-sa' and v0 == 0.01 and sigma == 2.0").spike_only_runs.iloc[0])
+    mae = runs.mae.to_numpy()
+    assert f"MAE: {C._num(mae.mean())} ± {C._num(mae.std(ddof=1) / math.sqrt(len(mae)), 2)} (n={len(mae)} data sets)" in row.our_value
+    assert f"median {C._num(float(np.median(mae)))}, {spike} of {len(mae)} chains spike-only" in row.our_value
+
+
+# -- verdicts come from the files ---------------------------------------------------------------
+
+def test_a_claim_declares_no_verdict():
+    fields = {f.name for f in dataclasses.fields(Claim)} | {f.name for f in dataclasses.fields(Part)}
+    assert not fields & {"verdict", "result", "reproduced", "status", "our_value"}
+
+
+RULE_CLASSES = (Near, Better, Close, Threshold, SingleDataSet)
+
+
+@pytest.mark.parametrize("status, expected", [(PASS, "reproduced"), (FAIL, "not reproduced"), (WEAK, "partly")])
+def test_every_verdict_follows_its_rules_outcomes(status, expected, monkeypatch, resolved):
+    """Whatever the files say, forcing every rule's outcome forces the verdict: nothing else
+    decides it (a proxy setting caps "reproduced" at "partly")."""
+    calls = []
+
+    def judge(self, ours, results_dir):
+        assert isinstance(ours, Measurement) and ours.mean == ours.mean
+        calls.append(self)
+        return C.Outcome(status, "forced")
+
+    for cls in RULE_CLASSES:
+        monkeypatch.setattr(cls, "judge", judge)
+    for claim in [c for c in resolved if c.parts]:
+        calls.clear()
+        verdict = C.evaluate(claim)["verdict"]
+        assert len(calls) == len(claim.parts), claim.id
+        assert verdict == ("partly" if expected == "reproduced" and claim.setting == "proxy" else expected), claim.id
+
+
+def test_the_ledger_reads_every_file_each_claim_names(monkeypatch, resolved):
+    read = []
+    original = C._read_csv
+    monkeypatch.setattr(C, "_read_csv", lambda path: read.append(path.name) or original(path))
+    monkeypatch.setattr(C, "_read_json", lambda path, _orig=C._read_json: read.append(path.name) or _orig(path))
+    for claim in [c for c in resolved if c.parts]:
+        read.clear()
+        C.evaluate(claim)
+        missed = [f for f in claim.files if f.endswith((".csv", ".json")) and f not in read]
+        assert not missed, f"{claim.id} declares {missed} but never reads them"
+
+
+def _copy(files, tmp_path):
+    for f in files:
+        (tmp_path / f).write_bytes((RESULTS / f).read_bytes())
+    return tmp_path
+
+
+def test_changing_a_number_in_a_results_file_changes_the_verdict(tmp_path):
+    claim = BY_ID["blundell-mnist"]
+    d = _copy(claim.files, tmp_path)
+    table = pd.read_csv(d / "bayes_by_backprop_mnist.csv")
+    measured = table.source == C.MEASURED
+    for error, verdict in ((1.36 + binomial_tolerance(1.36) + 0.01, "not reproduced"), (1.40, "reproduced"), (1.0, "reproduced")):
+        table.loc[measured, "test_error"] = error
+        table.to_csv(d / "bayes_by_backprop_mnist.csv", index=False)
+        row = C.evaluate(claim, d)
+        assert row["verdict"] == verdict and C._num(error) in row["our_value"]
+
+
+def test_a_paired_ordering_follows_the_per_split_runs(tmp_path):
+    claim = BY_ID["molchanov-marginal-vs-joint"]
+    d = _copy(claim.files, tmp_path)
+    runs = pd.read_csv(d / "dsivi_hierarchical_bnn_concrete_runs.csv")
+    joint = runs.set_index("split").query("method == 'joint'").elbo_exact
+    runs.loc[runs.method == "marginal", "elbo_exact"] = joint.loc[runs.loc[runs.method == "marginal", "split"]].to_numpy() + 0.05 + 0.001 * np.arange(len(joint))
+    runs.to_csv(d / "dsivi_hierarchical_bnn_concrete_runs.csv", index=False)
+    row = C.evaluate(claim, d)
+    assert row["verdict"] == "reproduced" and "excludes 0" in row["evidence"]
+
+
+# -- missing files and columns name the claim ---------------------------------------------------
+
+def _farm(tmp_path, leave_out=()):
+    """A results folder of links to the committed files, without ``leave_out`` and the ledger's own."""
+    d = tmp_path / "results"
+    d.mkdir()
+    for f in RESULTS.iterdir():
+        if f.name not in leave_out and not f.name.startswith("claims."):
+            (d / f.name).symlink_to(f)
+    return d
+
+
+def test_a_missing_results_file_stops_the_ledger_naming_the_claim(tmp_path, resolved):
+    d = _farm(tmp_path, leave_out={"classify_cnn.csv"})
+    with pytest.raises(LedgerError, match=r"claim deng-table2-accuracy .*classify_cnn\.csv.*missing"):
+        C.ledger(resolved, results_dir=d)
+
+
+def test_a_missing_column_names_the_claim_and_the_column(tmp_path):
+    d = _copy(BY_ID["molchanov-zero-mean"].files, tmp_path)
+    pd.read_csv(d / "variance_networks.csv").rename(columns={"test_time_averaging_accuracy": "tta"}).to_csv(d / "variance_networks.csv", index=False)
+    with pytest.raises(LedgerError, match=r"claim molchanov-zero-mean .*no column 'test_time_averaging_accuracy'"):
+        C.evaluate(BY_ID["molchanov-zero-mean"], d)
+
+
+def test_a_selector_that_matches_nothing_names_the_claim(tmp_path):
+    (tmp_path / "t.csv").write_text("method,seed,err\na,0,1.0\n")
+    claim = Claim("x-claim", "deng", "src", "words", "1 (paper)", parts=(Part("p", Column("t.csv", "err", {"method": "b"}), Near(1.0, 0.1)),), tolerance="t")
+    with pytest.raises(LedgerError, match=r"claim x-claim .*no row of t\.csv matches \{'method': 'b'\}"):
+        C.evaluate(claim, tmp_path)
+
+
+def test_the_script_writes_the_ledger_and_fails_cleanly_on_a_missing_file(tmp_path, monkeypatch, resolved):
+    """The script over the claims that resolve now (all of them once the results are complete)."""
+    monkeypatch.setattr(C, "CLAIMS", tuple(resolved))
+    d = _farm(tmp_path)
+    run_example("claims_ledger.py", "--results-dir", d, monkeypatch=monkeypatch)
+    assert (d / "claims.csv").read_text() == C.write_csv(C.ledger(results_dir=RESULTS), tmp_path / "now.csv").read_text()
+    md = (d / "claims.md").read_text()
+    assert md.startswith("# Claims ledger") and "Written by `python examples/claims_ledger.py --results-dir" in md and "at commit " in md
+    assert all(f"\n## {name}\n" in md for name in C.WORKS.values())
+    # each claim's section heading is its id alone: the slug GitHub and MyST give it is what the tables link to
+    assert all(f"\n### {c.id}\n" in md and f"]({'#'}{c.id})" in md for c in resolved)
+
+    first = next(c for c in resolved if c.parts)
+    (tmp_path / "bad").mkdir()
+    bad = _farm(tmp_path / "bad", leave_out={first.files[0]})
+    with pytest.raises(SystemExit, match=f"claim {first.id} .*{re.escape(first.files[0])}"):
+        run_example("claims_ledger.py", "--results-dir", bad, monkeypatch=monkeypatch)
+    assert not (bad / "claims.csv").exists() and not (bad / "claims.md").exists()
+
+
+# -- readers ----------------------------------------------------------------------------------
+
+def test_a_column_reader_summarises_runs_and_reads_a_files_own_standard_error(tmp_path):
+    (tmp_path / "runs.csv").write_text("method,v0,seed,err,status\na,0.1,0,1.0,ok\na,0.1,1,2.0,\na,0.1,2,3.0,ok\na,0.1,3,100.0,diverged\na,0.2,0,9.0,ok\nb,0.1,0,5.0,ok\n")
+    m = Column("runs.csv", "err", {"method": "a", "v0": 0.1}).read(tmp_path)
+    assert m.values == (1.0, 2.0, 3.0) and m.n == 3  # the diverged run is left out
+    assert m.mean == pytest.approx(2.0) and m.se == pytest.approx(1 / math.sqrt(3))
+    (tmp_path / "table.csv").write_text("prior,ll,ll_se,n\nx,-90.0,0.5,40\n")
+    m = Column("table.csv", "ll", {"prior": "x"}, se="ll_se", n="n").read(tmp_path)
+    assert (m.mean, m.se, m.n) == (-90.0, 0.5, 40)
+    assert m.interval() == pytest.approx((-90.0 - t_quantile_975(39) * 0.5, -90.0 + t_quantile_975(39) * 0.5))
+    m = Column("table.csv", "ll", {"prior": "x"}, se="ll_se", n=None).read(tmp_path)
+    assert m.interval() == pytest.approx((-90.0 - 1.959964 * 0.5, -90.0 + 1.959964 * 0.5))
+    assert Column("runs.csv", "err", {"method": "b"}).read(tmp_path).interval() is None
+
+
+def test_a_paired_difference_pairs_runs_by_key(tmp_path):
+    (tmp_path / "r.csv").write_text("method,split,rmse\na,0,1.0\na,1,2.0\na,2,3.5\nb,1,2.5\nb,0,1.25\nb,2,3.0\n")
+    m = C.paired_difference("r.csv", "rmse", "a", "b", on="split").read(tmp_path)
+    assert sorted(m.values) == pytest.approx([-0.5, -0.25, 0.5]) and m.n == 3
+
+
+# -- rules on synthetic numbers with known answers -----------------------------------------------
+
+NEAR_CASES = [
+    # rule, our mean, expected outcome
+    (Near(1.36, 0.23, "lower"), 1.59, PASS),        # exactly at the tolerance
+    (Near(1.36, 0.23, "lower"), 1.60, FAIL),
+    (Near(1.36, 0.23, "lower"), 0.90, PASS),        # better than the paper
+    (Near(99.59, 0.13, "higher"), 99.46, PASS),
+    (Near(99.59, 0.13, "higher"), 99.45, FAIL),
+    (Near(99.59, 0.13, "higher"), 99.90, PASS),
+    (Near(11.3, 5.0, "both"), 6.3, PASS),
+    (Near(11.3, 5.0, "both"), 16.31, FAIL),
+    (Near(11.3, 5.0, "both"), 6.29, FAIL),
+    (Near(108.0, 0.1, "higher", relative=True), 97.2, PASS),
+    (Near(108.0, 0.1, "higher", relative=True), 97.1, FAIL),
+    (Near(125_000, 1.5, "lower", relative=True), 312_500, PASS),
+    (Near(125_000, 1.5, "lower", relative=True), 312_600, FAIL),
+    (Agrees(-2.60, better="higher", paper_se=0.03), -2.70, PASS),  # tolerance 2 sqrt(0.03^2 + 0.04^2) = 0.1
+    (Agrees(-2.60, better="higher", paper_se=0.03), -2.71, FAIL),
+    (Agrees(-2.60, better="higher", paper_se=0.03), -2.00, PASS),
+    (Threshold(2.0, "higher"), 2.0, PASS),
+    (Threshold(2.0, "higher"), 1.99, FAIL),
+    (Threshold(200.0, "lower"), 199.0, PASS),
+    (Threshold(200.0, "lower"), 201.0, FAIL),
+]
+
+
+@pytest.mark.parametrize("rule, mean, expected", NEAR_CASES)
+def test_tolerance_rules(rule, mean, expected):
+    outcome = rule.judge(Measurement(mean=mean, se=0.04, n=20, unit="%"), None)
+    assert outcome.status == expected, outcome.text
+
+
+def test_a_tolerance_reason_is_written_from_the_numbers():
+    text = Near(1.36, 0.23, "lower").judge(Measurement(mean=1.76, se=0.05, n=3, over="seeds", unit="%"), None).text
+    assert text == "ours 1.76 ± 0.05 % (n=3 seeds) vs paper 1.36 %: 0.4 pts worse, outside tolerance 0.23 pts"
+
+
+_LOW, _MID, _HIGH = measurement_of([1.0, 2.0, 3.0]), measurement_of([3.0, 4.0, 5.0]), measurement_of([10.0, 11.0, 12.0])
+BETTER_CASES = [
+    # ours, other, better, expected
+    (_LOW, _fixed(_HIGH), "lower", PASS),           # intervals [-0.48, 4.48] and [8.5, 13.5]
+    (_HIGH, _fixed(_LOW), "higher", PASS),
+    (_LOW, _fixed(_MID), "lower", WEAK),            # right order, intervals overlap
+    (_HIGH, _fixed(_LOW), "lower", FAIL),           # reversed
+    (_LOW, _fixed(_LOW), "lower", FAIL),            # tied
+    (_one(1.0), _fixed(_one(2.0)), "lower", WEAK),  # one run each: no interval
+    (measurement_of([-1.0, -1.1, -0.9, -1.05]), 0.0, "lower", PASS),
+    (measurement_of([-1.0, 1.0, -0.5]), 0.0, "lower", WEAK),
+    (measurement_of([1.0, 1.1, 0.9]), 0.0, "lower", FAIL),
+    (_one(0.3), 0.0, "higher", WEAK),
+]
+
+
+@pytest.mark.parametrize("ours, other, better, expected", BETTER_CASES)
+def test_orderings(ours, other, better, expected):
+    outcome = Better(other, better).judge(ours, None)
+    assert outcome.status == expected, outcome.text
+
+
+@pytest.mark.parametrize("ours, other, expected", [(0.114, 0.1133, PASS), (0.1189, 0.1133, PASS), (0.1190, 0.1133, FAIL), (0.1077, 0.1133, PASS), (0.1076, 0.1133, FAIL), (0.10, 0.1133, FAIL)])
+def test_close(ours, other, expected):
+    assert Close(_fixed(_one(other)), 0.05).judge(_one(ours), None).status == expected
+
+
+_SPREAD = measurement_of(np.arange(1.0, 21.0))  # percentiles 5, 25, 75, 95: 1.95, 5.75, 15.25, 19.05
+
+
+@pytest.mark.parametrize("paper, better, failures, expected", [
+    (6.0, "lower", None, PASS), (5.75, "lower", None, PASS), (30.0, "lower", None, PASS), (3.0, "lower", None, WEAK), (1.9, "lower", None, FAIL),
+    (6.0, "lower", 2, WEAK), (1.9, "lower", 2, FAIL), (15.0, "higher", None, PASS), (17.0, "higher", None, WEAK), (20.0, "higher", None, FAIL),
+])
+def test_a_single_data_set_against_our_spread(paper, better, failures, expected):
+    ours = dataclasses.replace(_SPREAD, failures=failures, failure_name="spike-only chains")
+    outcome = SingleDataSet(paper, better).judge(ours, None)
+    assert outcome.status == expected, outcome.text
+    assert (f"{failures} of 20 spike-only chains" in outcome.text) == bool(failures)
+
+
+def test_a_single_data_set_needs_a_spread():
+    with pytest.raises(LedgerError, match="at least 5 data sets"):
+        SingleDataSet(1.0).judge(measurement_of([1.0, 2.0]), None)
+
+
+@pytest.mark.parametrize("statuses, setting, expected", [
+    ([PASS, PASS], "paper", "reproduced"), ([PASS], "general", "reproduced"), ([PASS, PASS], "proxy", "partly"), ([PASS, FAIL], "paper", "partly"),
+    ([WEAK], "paper", "partly"), ([WEAK, FAIL], "reduced", "partly"), ([FAIL, FAIL], "paper", "not reproduced"), ([FAIL], "proxy", "not reproduced"),
+    ([], "paper", "not testable here"),
+])
+def test_aggregate(statuses, setting, expected):
+    assert aggregate(statuses, setting) == expected
+
+
+@pytest.mark.parametrize("df, expected", [(1, 12.706), (4, 2.776), (20, 2.086), (30, 2.042), (40, 2.021), (60, 2.000), (120, 1.980), (1000, 1.962), (None, 1.960)])
+def test_t_quantiles(df, expected):
+    assert t_quantile_975(df) == pytest.approx(expected, abs=6e-4)
+
+
+def test_binomial_tolerance():
+    assert binomial_tolerance(50.0, n=10_000) == 1.0  # 2 * 100 * sqrt(0.25 / 10^4)
+    assert binomial_tolerance(1.36) == 0.23 and binomial_tolerance(0.41) == 0.13
+
+
+def test_a_claim_is_checked_when_declared():
+    with pytest.raises(ValueError, match="unknown work"):
+        Claim("x", "nobody", "s", "c", "1 (paper)", untestable="why")
+    with pytest.raises(ValueError, match="setting must be one of"):
+        Claim("x", "deng", "s", "c", "1 (paper)", untestable="why", setting="roughly")
+    with pytest.raises(ValueError, match="must say why it is not testable"):
+        Claim("x", "deng", "s", "c", "1 (paper)")

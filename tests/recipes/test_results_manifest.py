@@ -1,0 +1,320 @@
+"""The provenance manifest (issue 23, item 4): ``docs/results/MANIFEST.csv`` lists every results
+file and nothing else, every row says how it was made and what it depends on, and no result is
+older than a change to the code it depends on unless a waiver says why (checked against the
+git history; skipped, with the reason, in a checkout without one). The machinery is tested on
+small throwaway repositories whose answers are known: the dependencies of a script, which
+commits make a result stale, what a run records and what a backfill keeps."""
+
+import json
+import runpy
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+from pyrozoo import atomic
+from recipes import provenance as prov
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "examples" / "results_manifest.py"
+
+
+# -- the repository's manifest ----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def report():
+    return prov.check_manifest(ROOT, use_history=False)
+
+
+def test_every_listed_file_exists(report):
+    assert report.listed > 0
+    assert not report.missing, f"listed in {prov.MANIFEST_NAME} but not in docs/results (rerun examples/results_manifest.py): {report.missing}"
+
+
+def test_every_results_file_is_listed(report):
+    assert not report.unlisted, f"results files without a row in {prov.MANIFEST_NAME} (run examples/results_manifest.py): {report.unlisted}"
+
+
+def test_every_row_says_how_and_from_what(report):
+    assert not report.incomplete, f"rows without a command, commit, device, created, source, depends or JSON settings: {report.incomplete}"
+    assert not report.unknown_depends, f"rows naming a depends file that does not exist: {report.unknown_depends}"
+
+
+def test_the_manifest_is_in_its_canonical_form():
+    """Sorted by file, the columns in order: what :func:`recipes.provenance.write_manifest` writes,
+    so hand edits (a waiver) and regenerated rows make small diffs."""
+    path = prov.manifest_path(ROOT)
+    assert path.read_text() == prov.manifest_text(prov.read_manifest(path))
+
+
+def test_no_result_is_stale_without_a_waiver():
+    hist = prov.history(ROOT)
+    if hist is None:
+        pytest.skip("no full git history in this checkout (no git, or a shallow clone): staleness cannot be judged; the listing tests still ran")
+    result = prov.check_manifest(ROOT, hist=hist)
+    stale = [result.stale[f].describe(hist) for f in result.unwaived]
+    assert not stale, "results older than a change to the code they depend on: regenerate them, or give the row a waiver saying why:\n" + "\n".join(stale)
+
+
+# -- throwaway repositories -------------------------------------------------------------------
+
+GIT_IDENTITY = ["-c", "user.name=pyrozoo-test", "-c", "user.email=test@example.invalid", "-c", "commit.gpgsign=false"]
+
+#: a small checkout: a script importing a protocol whose registry loads the modules meth_*.py,
+#: one of which imports a shared module; infrastructure (cli) that imports a helper
+FILES = {
+    ".gitignore": "runs/\n",
+    "recipes/__init__.py": "def load_methods(prefix):\n    pass\n",
+    "recipes/cli.py": "import recipes.helper\n",
+    "recipes/helper.py": "",
+    "recipes/registry.py": "class MethodRegistry:\n    def __init__(self, kind, module_prefix):\n        pass\n",
+    "recipes/protocol.py": "from recipes import registry\nREGISTRY = registry.MethodRegistry('X', 'meth_')\n",
+    "recipes/meth_a.py": "from recipes.shared import value\n",
+    "recipes/shared.py": "value = 1\n",
+    "recipes/unused.py": "",
+    "examples/ex.py": "from recipes.protocol import REGISTRY\nfrom recipes.cli import run_main\n",
+    "docs/results/ex_table.csv": "a\n1\n",
+    "docs/results/sub/.gitignore": "*.partial\n",
+}
+#: what a result of examples/ex.py depends on, worked out by hand from FILES
+EX_DEPENDS = ["examples/ex.py", "recipes/meth_a.py", "recipes/protocol.py", "recipes/registry.py", "recipes/shared.py"]
+
+
+def git(root, *args):
+    return subprocess.run(["git", *GIT_IDENTITY, *args], cwd=root, check=True, capture_output=True, text=True).stdout
+
+
+def commit_all(root, message):
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", message)
+    return git(root, "rev-parse", "HEAD").strip()
+
+
+def write(root, name, text):
+    path = root / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def repo(tmp_path):
+    root = tmp_path / "repo"
+    for name, text in FILES.items():
+        write(root, name, text)
+    git(root, "init", "-q")
+    commit_all(root, "first")
+    return root
+
+
+def row(name, depends, waiver=""):
+    return {"file": name, "command": "python examples/ex.py", "commit": "0" * 12, "settings": "{}", "device": "cpu", "threads": "1",
+            "seconds": "1.0", "created": "2026-01-01T00:00:00+00:00", "depends": ";".join(depends), "waiver": waiver, "source": "run"}
+
+
+def test_depends_follow_imports_and_registries_but_not_infrastructure(repo):
+    assert prov.depends_of("examples/ex.py", repo) == EX_DEPENDS
+
+
+def test_depends_of_a_notebook_reads_its_code_cells(repo):
+    cells = [{"cell_type": "markdown", "source": ["from recipes import unused\n"]},
+             {"cell_type": "code", "source": ["%matplotlib inline\n", "from recipes.protocol import REGISTRY\n"]}]
+    write(repo, "notebooks/nb.ipynb", json.dumps({"cells": cells}))
+    assert prov.depends_of("notebooks/nb.ipynb", repo) == ["notebooks/nb.ipynb"] + EX_DEPENDS[1:]
+
+
+def test_results_files_are_the_unignored_ones_without_hidden_files_or_the_manifest(repo):
+    write(repo, "docs/results/new.md", "x\n")  # not committed yet: still a result to list
+    write(repo, "docs/results/sub/run.partial", "x\n")  # ignored by the nested .gitignore
+    write(repo, "docs/results/.ex_table.csv.123.tmp", "x\n")  # an atomic write in flight
+    write(repo, "docs/results/MANIFEST.csv", ",".join(prov.COLUMNS) + "\n")
+    assert prov.results_files(repo) == ["ex_table.csv", "new.md"]
+
+
+def test_check_finds_missing_and_unlisted_files(repo):
+    rows = {"gone.csv": row("gone.csv", EX_DEPENDS)}
+    result = prov.check_manifest(repo, rows, use_history=False)
+    assert result.missing == ["gone.csv"] and result.unlisted == ["ex_table.csv"]
+    assert len(result.problems) == 2
+
+
+def test_a_change_to_a_dependency_makes_a_result_stale_until_waived_or_regenerated(repo):
+    rows = {"ex_table.csv": row("ex_table.csv", EX_DEPENDS)}
+    assert prov.check_manifest(repo, rows).stale == {}
+    write(repo, "recipes/unused.py", "x = 2\n")  # not a dependency
+    commit_all(repo, "unrelated")
+    write(repo, "recipes/shared.py", "value = 2\n")  # reached through the registry's meth_a
+    later = commit_all(repo, "change a dependency")
+    result = prov.check_manifest(repo, rows)
+    assert result.unwaived == ["ex_table.csv"] and result.stale["ex_table.csv"].changes == [(later, "recipes/shared.py")]
+    assert result.problems == ["stale without a waiver: ex_table.csv"]
+
+    rows["ex_table.csv"]["waiver"] = "known; to regenerate"
+    result = prov.check_manifest(repo, rows)
+    assert result.waived == ["ex_table.csv"] and result.problems == []
+
+    write(repo, "docs/results/ex_table.csv", "a\n2\n")
+    commit_all(repo, "regenerate")
+    result = prov.check_manifest(repo, rows)
+    assert result.stale == {} and result.needless_waivers == ["ex_table.csv"]
+
+
+def test_a_result_committed_with_its_code_change_is_not_stale(repo):
+    rows = {"ex_table.csv": row("ex_table.csv", EX_DEPENDS)}
+    write(repo, "recipes/shared.py", "value = 3\n")
+    write(repo, "docs/results/ex_table.csv", "a\n3\n")
+    commit_all(repo, "code and result together")
+    assert prov.check_manifest(repo, rows).stale == {}
+
+
+def test_a_shallow_clone_has_no_history_to_judge_by(repo, tmp_path):
+    write(repo, "recipes/shared.py", "value = 4\n")
+    commit_all(repo, "second")
+    clone = tmp_path / "shallow"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{repo}", str(clone)], check=True, capture_output=True)
+    assert prov.history(clone) is None
+    assert prov.history(repo) is not None
+    assert prov.results_files(clone) == ["ex_table.csv"]  # the listing works without history
+
+
+def test_no_git_means_no_history_and_a_rough_listing(repo, monkeypatch):
+    import shutil
+
+    shutil.rmtree(repo / ".git")
+    write(repo, "docs/results/sub/run.partial", "x\n")
+    write(repo, "docs/results/sub/kept.csv", "x\n")
+    assert prov.history(repo) is None
+    assert prov.results_files(repo) == ["ex_table.csv", "sub/kept.csv"]
+
+
+# -- the manifest file ------------------------------------------------------------------------
+
+def test_write_then_read_gives_the_rows_back_sorted(tmp_path):
+    rows = {name: row(name, ["a.py", "b.py"], waiver='why, with "quotes"') for name in ("b.csv", "a/c.md")}
+    path = prov.write_manifest(tmp_path / prov.MANIFEST_NAME, rows)
+    assert prov.read_manifest(path) == rows
+    assert [line.split(",")[0] for line in path.read_text().splitlines()] == ["file", "a/c.md", "b.csv"]
+
+
+BAD_MANIFESTS = {
+    "wrong columns": "file,command\nx,y\n",
+    "listed twice": ",".join(prov.COLUMNS) + "\n" + "a.csv" + "," * (len(prov.COLUMNS) - 1) + "\n" + "a.csv" + "," * (len(prov.COLUMNS) - 1) + "\n",
+    "short row": ",".join(prov.COLUMNS) + "\na.csv,cmd\n",
+}
+
+
+@pytest.mark.parametrize("case", BAD_MANIFESTS)
+def test_a_malformed_manifest_is_refused_naming_the_file(tmp_path, case):
+    path = write(tmp_path, prov.MANIFEST_NAME, BAD_MANIFESTS[case])
+    with pytest.raises(ValueError, match=prov.MANIFEST_NAME):
+        prov.read_manifest(path)
+
+
+def test_upsert_replaces_its_rows_and_keeps_the_others(tmp_path):
+    path = tmp_path / prov.MANIFEST_NAME
+    prov.upsert(path, [row("a.csv", ["x.py"]), row("b.csv", ["x.py"])])
+    prov.upsert(path, [dict(row("b.csv", ["y.py"]), command="python again")])
+    rows = prov.read_manifest(path)
+    assert rows["a.csv"]["depends"] == "x.py" and rows["b.csv"]["depends"] == "y.py" and rows["b.csv"]["command"] == "python again"
+
+
+ARGV_CASES = [
+    (["--epochs", "3", "--quick"], {"--epochs": "3", "--quick": True}),
+    (["--summarize", "a.csv", "b.csv", "--x=1"], {"--summarize": ["a.csv", "b.csv"], "--x": "1"}),
+    (["pos", "--lr", "-0.5", "--flag"], {"": ["pos"], "--lr": "-0.5", "--flag": True}),  # a negative number is a value
+]
+
+
+@pytest.mark.parametrize("argv, expected", ARGV_CASES)
+def test_settings_from_argv(argv, expected):
+    assert prov.settings_from_argv(argv) == expected
+
+
+# -- recording a run --------------------------------------------------------------------------
+
+def test_a_run_records_the_results_it_wrote_and_nothing_else(repo, tmp_path):
+    argv = [str(repo / "examples" / "ex.py"), "--epochs", "3", "--quick"]
+    with prov.recording_outputs(argv=argv, root=repo):
+        atomic.write_text(repo / "docs" / "results" / "ex_table.md", "# t\n")
+        atomic.write_text(repo / "docs" / "results" / "sub" / "x.partial", "ignored\n")
+        atomic.write_text(tmp_path / "elsewhere.csv", "not a result\n")
+    rows = prov.read_manifest(prov.manifest_path(repo))
+    assert list(rows) == ["ex_table.md"]
+    got = rows["ex_table.md"]
+    assert got["command"] == "python examples/ex.py --epochs 3 --quick"
+    assert json.loads(got["settings"]) == {"--epochs": "3", "--quick": True}
+    assert got["commit"] == git(repo, "rev-parse", "HEAD").strip()[: prov.SHORT_HASH]
+    assert got["depends"] == ";".join(EX_DEPENDS)
+    assert got["device"] == prov.device_label(None) and got["threads"] == str(torch.get_num_threads())
+    assert float(got["seconds"]) >= 0 and got["source"] == "run" and got["waiver"] == ""
+
+
+def test_an_interrupted_run_records_what_it_wrote_and_restores_the_writers(repo):
+    argv = [str(repo / "examples" / "ex.py")]
+    write(repo, "recipes/shared.py", "value = 5\n")  # uncommitted change to a dependency
+    with pytest.raises(KeyboardInterrupt):
+        with prov.recording_outputs(argv=argv, root=repo):
+            atomic.write_text(repo / "docs" / "results" / "partial_runs.csv", "a\n")
+            raise KeyboardInterrupt
+    assert atomic.atomic_path.__module__ == "pyrozoo.atomic"
+    got = prov.read_manifest(prov.manifest_path(repo))["partial_runs.csv"]
+    assert got["commit"].endswith("+dirty")
+
+
+def test_rows_a_script_records_itself_are_not_replaced(repo):
+    argv = [str(repo / "examples" / "ex.py"), "--quick"]
+    with prov.recording_outputs(argv=argv, root=repo):
+        path = atomic.write_text(repo / "docs" / "results" / "ex_table.md", "# t\n")
+        prov.record_outputs([path], argv=argv, settings={"epochs": 200, "resolved": True}, root=repo)
+    assert json.loads(prov.read_manifest(prov.manifest_path(repo))["ex_table.md"]["settings"]) == {"epochs": 200, "resolved": True}
+
+
+# -- the backfill script ----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def script():
+    return runpy.run_path(str(SCRIPT), run_name="results_manifest")
+
+
+def test_backfill_reads_provenance_lines_and_is_idempotent(repo, script):
+    write(repo, "docs/results/ex_table.md", "| a |\n\ncommand: `python examples/ex.py --epochs 7`; commit 0123456789abcdef; torch 2.13.0+cpu, Python 3.11\n")
+    write(repo, "docs/results/ex_plot.png", "png")
+    first = commit_all(repo, "results")
+    hist = prov.history(repo)
+    rows = script["backfill"](repo, {}, hist)
+    assert sorted(rows) == ["ex_plot.png", "ex_table.csv", "ex_table.md"]
+    for name in ("ex_table.csv", "ex_table.md"):  # the table's family shares its provenance line
+        assert rows[name]["command"] == "python examples/ex.py --epochs 7" and rows[name]["commit"] == "0123456789ab"
+        assert json.loads(rows[name]["settings"]) == {"--epochs": "7"}
+    plot = rows["ex_plot.png"]
+    assert plot["command"] == "examples/ex.py (arguments not recorded)" and plot["commit"] == first[: prov.SHORT_HASH]
+    assert plot["depends"] == ";".join(EX_DEPENDS) and plot["created"] == hist.dates[first] and plot["source"] == "backfill"
+
+    rows["ex_plot.png"]["waiver"] = "known"
+    rows["ex_table.csv"] = dict(row("ex_table.csv", ["stale.py"]), source="run")
+    again = script["backfill"](repo, rows, hist)
+    assert again["ex_plot.png"]["waiver"] == "known"
+    assert again["ex_table.csv"]["command"] == "python examples/ex.py" and again["ex_table.csv"]["depends"] == ";".join(EX_DEPENDS)
+    assert script["backfill"](repo, again, hist) == again
+
+
+def test_waive_stale_names_the_commits(repo, script):
+    hist = prov.history(repo)
+    rows = script["backfill"](repo, {}, hist)
+    write(repo, "recipes/meth_a.py", "from recipes.shared import value\nother = 1\n")
+    later = commit_all(repo, "change")
+    hist = prov.history(repo)
+    assert script["waive_stale"](rows, hist, "to regenerate") == ["ex_table.csv"]
+    assert rows["ex_table.csv"]["waiver"].startswith("to regenerate [") and f"{later[:7]} (recipes/meth_a.py)" in rows["ex_table.csv"]["waiver"]
+    assert prov.check_manifest(repo, rows, hist).problems == []
+
+
+def test_check_mode_reports_and_writes_nothing(script, capsys):
+    path = prov.manifest_path(ROOT)
+    before = path.read_bytes()
+    code = script["main"](["--check"])
+    out = capsys.readouterr().out
+    assert path.read_bytes() == before
+    assert out.startswith(f"{len(prov.read_manifest(path))} files listed in {prov.MANIFEST_NAME}")
+    assert code == (1 if "PROBLEM" in out else 0)
