@@ -32,7 +32,13 @@ paths show the two fixed points of the SA recursion: one with the signals in the
 sigma near the noise sd, one with delta decaying to 0, every weight in the Laplace spike
 and sigma at the sd of y, where the L1 pull kappa_0 / sigma exceeds the data's gradient.
 
+Beyond the paper, ``--delta-prior A,B`` replaces delta's Beta(1, p) prior: with A = 1, Eq. 15's
+update (sum rho + A - 1) / (A + B + p - 2) is 0 once every weight has left the slab, so a chain
+that reaches the spike-only fixed point stays there; A > 1 keeps delta at least
+(A - 1) / (A + B + p - 2). Its runs get files of their own (``sparse_regression_delta_prior_A_B_*``).
+
     python examples/sparse_regression.py --seeds 0-4 --iterations 500000
+    python examples/sparse_regression.py --method sgld-sa --v0 0.01 --sigma 2 --seeds 0-19 --iterations 50000 --delta-prior 2,1000
     python examples/sparse_regression.py --method sgld-sa --v0 0.1 --sigma 1 --seeds 0
     python examples/sparse_regression.py --quick
 """
@@ -176,6 +182,11 @@ def parse_args(argv=None):
     parser.add_argument("--batch-size", type=positive_int, default=None, help="minibatch size (default: the recipe's: 50, or the full 100 for authors-script)")
     parser.add_argument("--lr", type=positive_float, default=DEFAULT_LR, help="epsilon_k = lr * k^(-1/3)")
     parser.add_argument("--fix-delta", action="store_true", help="keep delta at 0.5 instead of updating it by SA (Eq. 15)")
+    parser.add_argument(
+        "--delta-prior", type=beta_hyperparameters, default=None, metavar="A,B",
+        help="beyond the paper: Beta(A, B) prior on delta instead of the paper's (1, p); A > 1 keeps Eq. 15's delta away from 0, "
+        "where a chain that lost every slab weight stays spike-only (A >= 1 required: below, Eq. 15 can give delta < 0)",
+    )
     parser.add_argument("--out", type=Path, default=None, help="per-run CSV (default <results-dir>/<stem>.csv, the stem naming the configuration, e.g. sparse_regression_500k.csv); existing rows are kept and their runs skipped")
     add_common_arguments(parser)
     args = parser.parse_args(argv)
@@ -193,6 +204,17 @@ def parse_args(argv=None):
     return args
 
 
+def beta_hyperparameters(text: str):
+    """``"A,B"`` -> ``(A, B)``, the Beta prior on delta; Eq. 15's maximiser needs ``A >= 1``, ``B > 0``."""
+    try:
+        a, b = (float(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected two numbers A,B (e.g. 2,1000), got {text!r}") from None
+    if not (a >= 1.0 and b > 0.0 and math.isfinite(a) and math.isfinite(b)):
+        raise argparse.ArgumentTypeError(f"need A >= 1 (Eq. 15's delta would go below 0) and B > 0, got A={a:g}, B={b:g}")
+    return a, b
+
+
 def _iterations_tag(iterations: int) -> str:
     return f"{iterations // 1000}k" if iterations % 1000 == 0 else f"{iterations}it"
 
@@ -208,6 +230,8 @@ def results_stem(args) -> str:
         parts.append(args.recipe.replace("-", "_"))
     if args.fix_delta:
         parts.append("fixed_delta")
+    if args.delta_prior is not None:
+        parts.append("delta_prior_{:g}_{:g}".format(*args.delta_prior).replace(".", "p"))
     if args.quick:
         parts.append("quick")
         return "_".join(parts)
@@ -280,7 +304,8 @@ def main(argv=None):
         f"{'full-batch gradients' if args.batch_size is None else f'minibatch {args.batch_size}'}, SA step size "
         f"{'omega_k = 10 (k + 1000)^(-0.7)' if args.recipe == 'paper' else 'omega = 0.1'} (SGLD-EM: 1), thinning "
         f"{args.thin}, burn-in {args.burn_in:.0%}; delta "
-        f"{'fixed at 0.5' if args.fix_delta else 'updated by SA (Eq. 15)'}; mean and standard error over seeds, "
+        f"{'fixed at 0.5' if args.fix_delta else 'updated by SA (Eq. 15)'}"
+        f"{'' if args.delta_prior is None else ' under a Beta({:g}, {:g}) prior (beyond the paper, whose prior is Beta(1, p))'.format(*args.delta_prior)}; mean and standard error over seeds, "
         "each seed a new data set and chain). `published_mae` / `published_mse` are Deng et al. (2019), Table 1 "
         "(published; 500,000 iterations, one data set). sigma is the initial value of sigma. MSE is floored by the "
         "noise variance 3. Plain SGLD keeps its latent variables frozen (kappa_0 = kappa_1 = 1), so v0 does not "

@@ -5,6 +5,7 @@ import math
 
 import pandas as pd
 import pytest
+import torch
 
 from tests.examples.runner import run_example
 
@@ -228,3 +229,24 @@ def test_uci_sgmcmc_table_learning_rate_choice_skips_diverged_runs():
 def test_uci_sgmcmc_table_no_run_without_files_says_what_is_missing(tmp_path, monkeypatch):
     with pytest.raises(SystemExit, match="uci_sgmcmc_quick_lr.csv.*run without --no-run"):
         run_example("uci_sgmcmc_table.py", "--quick", "--no-run", "--results-dir", tmp_path, monkeypatch=monkeypatch)
+
+
+def test_sparse_regression_delta_prior_is_a_named_option_beyond_the_paper(tmp_path, monkeypatch):
+    """``--delta-prior A,B`` (Deng et al.'s Beta(1, p) replaced): Eq. 15's update then has the
+    floor (A - 1) / (A + B + p - 2) > 0 once every weight has left the slab, where the paper's
+    prior gives 0 (the absorbing spike-only state); its runs get files of their own."""
+    from recipes import sparse_regression as sr
+    from pyrozoo.inference.sgmcmc_sa import delta_tilde
+
+    p = 1000
+    paper, remedy = sr.protocol_settings(0.1, 1.0, p, True, 0.1), sr.protocol_settings(0.1, 1.0, p, True, 0.1, (2.0, float(p)))
+    assert (paper["a"], paper["b"]) == (1.0, float(p)) and (remedy["a"], remedy["b"]) == (2.0, float(p))
+    empty = torch.tensor(0.0)
+    assert float(delta_tilde(empty, p, paper["a"], paper["b"])) == 0.0
+    assert float(delta_tilde(empty, p, remedy["a"], remedy["b"])) == pytest.approx(1.0 / (2 * p))
+    run_example("sparse_regression.py", "--quick", "--no-progress", "--delta-prior", "2,1000", "--method", "sgld-sa", "--results-dir", tmp_path, monkeypatch=monkeypatch)
+    assert not (tmp_path / "sparse_regression_quick.csv").exists()
+    runs = pd.read_csv(tmp_path / "sparse_regression_delta_prior_2_1000_quick.csv")
+    assert list(runs.method) == ["sgld-sa"] and runs[["mae", "mse"]].notna().all().all()
+    assert "Beta(2, 1000) prior (beyond the paper" in (tmp_path / "sparse_regression_delta_prior_2_1000_quick_table.md").read_text()
+
