@@ -385,3 +385,23 @@ def test_full_matrix_against_the_committed_references(tmp_path):
     counts = rm.counts(table)
     assert counts["combinations"] == sum(len(rm.combinations(p in rm.PLAIN_PROBLEMS)) for p in rm.matrix_problems())
     assert table[table.status == "refused"].message.map(lambda m: isinstance(m, str) and len(m) > 0).all()
+
+
+@pytest.mark.parametrize("name", ["bostonHousing_mlp", "mnist_softmax", "bostonHousing_linear", "bostonHousing_linear_nig"])
+def test_the_reference_digest_covers_exactly_the_arrays_scored_against(name, monkeypatch):
+    """SCORED_ARRAYS (what a run's reference_digest identifies) is the set of stored arrays that
+    reference_predictive reads for the problem's kind: no scored array may drift out of it."""
+    stored = ref.load_reference(name)
+
+    class Recording(dict):
+        read = set()
+
+        def __getitem__(self, key):
+            Recording.read.add(key)
+            return super().__getitem__(key)
+
+    recorded = ref.Reference(stored.problem, stored.x_test, stored.y_test, Recording(stored.arrays), stored.info)
+    monkeypatch.setattr(ref, "load_reference", lambda *a, **k: recorded)
+    rm.reference_predictive(name, "recording-only", quick=False)  # a cache key of its own
+    rm._REFERENCES.pop((name, "recording-only", False), None)
+    assert Recording.read | {"y_test"} == set(rm.SCORED_ARRAYS[ref.get_problem(name).kind]) | {"y_test"}
