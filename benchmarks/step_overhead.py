@@ -30,9 +30,11 @@ from pyrozoo.guides import MeanFieldNormalGuide  # noqa: E402
 from pyrozoo.guides.bayesian_compression import BayesianCompressionGuide  # noqa: E402
 from pyrozoo.guides.variational_dropout import SparseVariationalDropoutGuide  # noqa: E402
 from pyrozoo.inference import ClosedFormKL_ELBO, collect_parameters, default_optimizer, training_step  # noqa: E402
+from pyrozoo.inference.elbo import ReferenceClosedFormKL_ELBO  # noqa: E402
 from pyrozoo.models import BayesianNeuralNetwork, Categorical, LeNet5, LeNet300100, NormalPrior  # noqa: E402
 from pyrozoo.models.compression_priors import GroupHorseshoePrior, GroupNormalJeffreysPrior  # noqa: E402
 from pyrozoo.models.dropout_priors import LogUniformPrior  # noqa: E402
+from pyrozoo.poutine.weight_noise import local_reparameterization_reference  # noqa: E402
 from pyrozoo.reporting import to_markdown  # noqa: E402
 
 ARCHS = {"lenet300": (LeNet300100, (784,)), "lenet5": (LeNet5, (1, 28, 28))}
@@ -84,6 +86,32 @@ def stock_pyro_step(arch, x, y) -> Callable[[], None]:
     return lambda: svi.step(x, y)
 
 
+def mfvi_reference_step(arch, x, y, estimator) -> Callable[[], None]:
+    """The mean-field step of :func:`pyrozoo_step` as computed before issue 26: the reference
+    objective (``ReferenceClosedFormKL_ELBO``: variances where first read, KLs after the
+    likelihood) and, for ``"local"``, the unfused local reparameterization. Same numbers."""
+    model = BayesianNeuralNetwork(ARCHS[arch][0]().to(x.device), NormalPrior(1.0), Categorical(NUM_TRAIN))
+    q = MeanFieldNormalGuide(model, init_scale=1e-3)
+    q(x, y)
+    objective = ReferenceClosedFormKL_ELBO()
+    params = collect_parameters(model, q, objective, (x, y))
+    opt = default_optimizer(params, 1e-3)
+    if estimator != "local":
+        return lambda: training_step(model, q, objective, opt, (x, y), estimator=estimator, params=params)
+
+    def step():
+        with local_reparameterization_reference():
+            training_step(model, q, objective, opt, (x, y), params=params)
+
+    return step
+
+
+def _unfused(guide):
+    """``guide`` with its reference (unfused) computation, for the ``(before)`` cases."""
+    guide.fused = False
+    return guide
+
+
 #: name -> (description, factory(arch, x, y) -> step). Other methods add their cases here.
 CASES: Dict[str, tuple] = {
     "deterministic (default Adam)": ("plain PyTorch step, torch.optim.Adam defaults", lambda a, x, y: deterministic_step(a, x, y, fused=False)),
@@ -95,6 +123,14 @@ CASES: Dict[str, tuple] = {
     "sparse-vd-lrt": ("Sparse VD (log-uniform prior, additive guide), local reparameterization", lambda a, x, y: pyrozoo_step(a, x, y, "local", LogUniformPrior, SparseVariationalDropoutGuide)),
     "bc-gnj-lrt": ("Bayesian compression, group normal-Jeffreys, local reparameterization", lambda a, x, y: pyrozoo_step(a, x, y, "local", GroupNormalJeffreysPrior, BayesianCompressionGuide)),
     "bc-ghs-lrt": ("Bayesian compression, group horseshoe, local reparameterization", lambda a, x, y: pyrozoo_step(a, x, y, "local", GroupHorseshoePrior, BayesianCompressionGuide)),
+    # the same steps with the reference computation (guide.fused = False): before issue 26
+    "sparse-vd-lrt (before)": ("Sparse VD, reference posterior + registered KL (pre issue 26)", lambda a, x, y: pyrozoo_step(a, x, y, "local", LogUniformPrior, lambda m: _unfused(SparseVariationalDropoutGuide(m)))),
+    "bc-gnj-lrt (before)": ("BC-GNJ, reference weight posterior + elementwise Normal KL (pre issue 26)", lambda a, x, y: pyrozoo_step(a, x, y, "local", GroupNormalJeffreysPrior, lambda m: _unfused(BayesianCompressionGuide(m)))),
+    "bc-ghs-lrt (before)": ("BC-GHS, reference weight posterior + elementwise Normal KL (pre issue 26)", lambda a, x, y: pyrozoo_step(a, x, y, "local", GroupHorseshoePrior, lambda m: _unfused(BayesianCompressionGuide(m)))),
+    # mean-field VI as before issue 26 (reference objective and handler; same numbers)
+    "mfvi-weight-sampling (before)": ("mfvi-weight-sampling, reference computation (pre issue 26)", lambda a, x, y: mfvi_reference_step(a, x, y, None)),
+    "mfvi-lrt (before)": ("mfvi-lrt, reference computation (pre issue 26)", lambda a, x, y: mfvi_reference_step(a, x, y, "local")),
+    "mfvi-flipout (before)": ("mfvi-flipout, reference computation (pre issue 26)", lambda a, x, y: mfvi_reference_step(a, x, y, "flipout")),
 }
 
 

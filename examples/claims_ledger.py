@@ -88,6 +88,8 @@ def markdown(table: pd.DataFrame, argv) -> str:
             if r.tolerance:
                 items.append(("Tolerance", r.tolerance))
             items.append(("Setting", r.setting))
+            if isinstance(r.diagnosis, str) and r.diagnosis:
+                items.append(("Bug or budget", r.diagnosis))
             if r.files:
                 items.append(("Files", ", ".join(f"`{f}`" for f in r.files.split())))
             out.append("\n".join(f"- **{k}:** {v}" for k, v in items) + "\n")

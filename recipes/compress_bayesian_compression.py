@@ -53,7 +53,11 @@ PUBLISHED = [
 DEFAULTS = {"init": "torch", "lr_hold": 0.5, "thresholds": -3.0}
 
 
-def train_bayesian_compression(train, config: RunConfig, epochs: int, spec: MethodSpec):
+def build_bayesian_compression(train, config: RunConfig, epochs: int, spec: MethodSpec):
+    """The model and guide of ``spec`` (BC-GNJ or BC-GHS) before training, the recipe's default
+    learning rate and its :func:`~recipes.lenet_recipes.fit_recipe` options:
+    ``(model, guide, lr, options)`` (what :func:`train_bayesian_compression` trains, and
+    ``benchmarks/epoch_time.py`` times)."""
     s = config.settings(spec.defaults, DEFAULTS)
     pyro.clear_param_store()
     torch.manual_seed(config.seed)
@@ -63,7 +67,12 @@ def train_bayesian_compression(train, config: RunConfig, epochs: int, spec: Meth
     lr_schedule = linear_to_zero(epochs, float(s["lr_hold"]))
     # the protocol's KL warm-up (Molchanov et al.'s rw_linear) instead of a declared one
     fit_arguments = {**spec.fit_arguments(s, epochs), "kl_schedule": kl_warmup(epochs)}
-    history = fit_recipe(model, guide, train, config, epochs, 1e-3, lr_schedule=lr_schedule, **fit_arguments)
+    return model, guide, 1e-3, {"lr_schedule": lr_schedule, **fit_arguments}
+
+
+def train_bayesian_compression(train, config: RunConfig, epochs: int, spec: MethodSpec):
+    model, guide, lr, options = build_bayesian_compression(train, config, epochs, spec)
+    history = fit_recipe(model, guide, train, config, epochs, lr, **options)
     return model, guide, history
 
 

@@ -70,14 +70,22 @@ def settings(config: RunConfig) -> Settings:
     return config.settings(DEFAULTS, SPEC.defaults)
 
 
-def train_rdp(train, config: RunConfig, epochs: int):
+def build_rdp(train, config: RunConfig, epochs: int):
+    """The RDP model and guide before training, the recipe's default learning rate and its
+    :func:`~recipes.lenet_recipes.fit_recipe` options: ``(model, guide, lr, options)`` (what
+    :func:`train_rdp` trains, and ``benchmarks/epoch_time.py`` times)."""
     s = settings(config)
     pyro.clear_param_store()
     torch.manual_seed(config.seed)
     net = network_for(config, "torch")
     model = BayesianNeuralNetwork(net, SPEC.prior(s), Categorical(dataset_size=len(train[0])))
     guide = SPEC.guide(model, s)
-    history = fit_recipe(model, guide, train, config, epochs, float(s["lr"]), **SPEC.fit_arguments(s, epochs))
+    return model, guide, float(s["lr"]), SPEC.fit_arguments(s, epochs)
+
+
+def train_rdp(train, config: RunConfig, epochs: int):
+    model, guide, lr, options = build_rdp(train, config, epochs)
+    history = fit_recipe(model, guide, train, config, epochs, lr, **options)
     return model, guide, history
 
 

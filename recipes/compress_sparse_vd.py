@@ -36,8 +36,10 @@ DEFAULTS = {"init": "molchanov", "prior": "log-uniform"}
 SPEC = method("sparse-vd")
 
 
-def train_sparse_vd(train, config: RunConfig, epochs: int):
-    """Trains the Sparse VD model and guide; returns ``(model, guide, history)``."""
+def build_sparse_vd(train, config: RunConfig, epochs: int):
+    """The Sparse VD model and guide before training, the recipe's default learning rate and
+    its :func:`~recipes.lenet_recipes.fit_recipe` options: ``(model, guide, lr, options)``
+    (what :func:`train_sparse_vd` trains, and ``benchmarks/epoch_time.py`` times)."""
     s = config.settings(DEFAULTS, SPEC.defaults)
     pyro.clear_param_store()
     torch.manual_seed(config.seed)
@@ -50,7 +52,13 @@ def train_sparse_vd(train, config: RunConfig, epochs: int):
     hold = 0.5 if config.arch == "lenet300" else 0.0
     # the protocol's KL warm-up (Molchanov et al.'s rw_linear) instead of the declared one
     fit_arguments = {**SPEC.fit_arguments(s, epochs), "kl_schedule": kl_warmup(epochs)}
-    history = fit_recipe(model, guide, train, config, epochs, 1e-3, lr_schedule=linear_to_zero(epochs, hold), **fit_arguments)
+    return model, guide, 1e-3, {"lr_schedule": linear_to_zero(epochs, hold), **fit_arguments}
+
+
+def train_sparse_vd(train, config: RunConfig, epochs: int):
+    """Trains the Sparse VD model and guide; returns ``(model, guide, history)``."""
+    model, guide, lr, options = build_sparse_vd(train, config, epochs)
+    history = fit_recipe(model, guide, train, config, epochs, lr, **options)
     return model, guide, history
 
 

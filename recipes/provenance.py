@@ -121,6 +121,19 @@ def commit_label(root: PathLike, depends: Iterable[str]) -> str:
     return head + ("+dirty" if modified(root, depends) else "")
 
 
+def provenance_line(script: str, depends: Iterable[str], seconds: float, argv: Optional[Sequence[str]] = None) -> str:
+    """The ``Provenance:`` line of a results page that ``script`` (repository-relative) wrote:
+    the command (``argv``, default this process's arguments), the commit
+    (:func:`commit_label` over ``script`` and ``depends``), torch's threads, the device and the
+    wall time in seconds."""
+    import torch
+
+    args = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    commit = commit_label(repo_root(), [script, *depends])
+    return (f"Provenance: python {' '.join([script, *args])}; commit {commit}; torch threads {torch.get_num_threads()}; "
+            f"device cpu; {seconds:.0f} s. Produced by {script}.")
+
+
 # -- the manifest ----------------------------------------------------------------------------
 
 def read_manifest(path: PathLike) -> Dict[str, Dict[str, str]]:

@@ -41,7 +41,6 @@ Writes ``<results-dir>/local_reparam_variance_scale.{csv,md}``::
 import argparse
 import math
 import runpy
-import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -60,7 +59,7 @@ from pyrozoo.reporting import save_table, to_markdown
 from recipes import methods as declared
 from recipes.cli import DEFAULT_RESULTS_DIR, data_dir_default, existing_directory, positive_int, positive_int_list, run_main
 from recipes.config import RunConfig
-from recipes.provenance import head_commit, modified, repo_root
+from recipes.provenance import provenance_line
 
 STEM = "local_reparam_variance_scale"
 SCRIPT = "examples/controlled/local_reparam_variance_scale.py"
@@ -300,8 +299,6 @@ def main(argv=None):
     committed = pd.read_csv(EXAMPLE.parents[1] / "docs" / "results" / "local_reparam_variance.csv")
     ours = committed[committed.estimator == LRT].iloc[0]
     text = verdict(table, example["PUBLISHED"], ours, example["METHOD"])
-    root = repo_root()
-    commit = (head_commit(root) or "uncommitted") + ("+dirty" if modified(root, [SCRIPT, "examples/local_reparam_variance.py", "pyrozoo"]) else "")
     seconds = time.perf_counter() - started
     notes = (
         f"{text}\n\n"
@@ -320,8 +317,7 @@ def main(argv=None):
         "dropout with independent weight noise are Table 1's caption there; alpha <= 1 and w = theta (1 + sqrt(alpha) eps) are in "
         "/work/shared/notes/sparse-vd-variance-nets-compression.md; the network's size (3 hidden layers of 1000 units in the example's default) "
         "and the training schedule are not in the transcription.\n\n"
-        f"Provenance: python {' '.join([SCRIPT] + sys.argv[1:]) if argv is None else SCRIPT + ' ' + ' '.join(map(str, argv))}; commit {commit}; "
-        f"torch threads {torch.get_num_threads()}; device cpu; {seconds:.0f} s."
+        + provenance_line(SCRIPT, ["examples/local_reparam_variance.py", "pyrozoo"], seconds, argv)
     )
     print(to_markdown(table, floatfmt=".3g"))
     print(text)

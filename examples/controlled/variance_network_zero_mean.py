@@ -52,7 +52,6 @@ numbers)::
 
 import argparse
 import math
-import sys
 import time
 import warnings
 from typing import Dict
@@ -73,7 +72,7 @@ from pyrozoo.reporting import save_table, to_markdown
 from pyrozoo.utils import evaluation_mode, set_seed
 from recipes.cli import DEFAULT_RESULTS_DIR, add_common_arguments, name_list, positive_int, run_main
 from recipes.lenet_recipes import kl_warmup, linear_to_zero
-from recipes.provenance import head_commit, modified, repo_root
+from recipes.provenance import provenance_line
 from recipes.variance_networks import train_variational_dropout
 
 STEM = "variance_network_zero_mean"
@@ -376,9 +375,7 @@ def main(argv=None):
     runs = pd.DataFrame(rows)
     summary = summarize(runs)
     text = verdict(summary, chance, prior_entropy)
-    root = repo_root()
     script = "examples/controlled/variance_network_zero_mean.py"
-    commit = (head_commit(root) or "uncommitted") + ("+dirty" if modified(root, [script, "pyrozoo"]) else "")
     seconds = time.perf_counter() - started
     notes = (
         f"{text}\n\n"
@@ -397,8 +394,7 @@ def main(argv=None):
         "in its output layer, as the authors' lenet5-all-vdo.py probes zero means in dense1 only. The bound holds for "
         "any architecture: LeNet-5 with batch normalisation whose fc2 is zero-mean is in the same case (--lenet runs it; "
         "left out of the default run for its cost, about 5 CPU minutes per run of this size).\n\n"
-        f"Provenance: python {' '.join(sys.argv)}; commit {commit}; torch threads {torch.get_num_threads()}; device cpu; "
-        f"{seconds:.0f} s. Produced by {script}."
+        + provenance_line(script, ['pyrozoo'], seconds)
     )
     table = pd.concat([summary.assign(seed="mean"), runs], ignore_index=True)
     columns = ["variant", "implementation", "seed", "seeds", "epochs", "test_time_averaging_accuracy", "test_time_averaging_accuracy_se", "train_cross_entropy", "train_cross_entropy_se", "seconds"]

@@ -9,6 +9,7 @@ import math
 
 import pyro.distributions as dist
 import torch
+from torch.autograd.function import once_differentiable
 from torch.distributions import register_kl
 
 from pyrozoo.distributions.log_scale_normal import LogScaleNormal
@@ -197,6 +198,67 @@ class _SummedNormalKL(torch.autograd.Function):
         return tuple(grads)
 
 
+class _SummedNormalKLWithVariances(torch.autograd.Function):
+    r"""The summed KL of :class:`_SummedNormalKL` that also computes the posteriors' variances
+    ``vq = exp(2 log_sq)`` and returns them for the rest of the objective (the local
+    reparameterization's variance product, Kingma et al. 2015, eq. 6).
+
+    Called as ``apply(mp, sp, mq_1, log_sq_1, mq_2, log_sq_2, ...)``; returns
+    ``(kl, vq_1, vq_2, ...)``. Owning ``vq`` lets the backward pass write each ``log_sq``
+    gradient in one expression, ``2 vq (g_vq + g / (2 sp^2)) - g`` with ``g_vq`` the gradient
+    that reaches ``vq`` from elsewhere, where autograd's chain (the KL's and the layer's
+    gradients summed at ``vq``, ``exp``'s and ``2 *``'s backward, the sum with the KL's
+    ``-1`` at ``log_sq``) makes five passes over every weight-sized tensor and allocates four
+    intermediates. Values are those of ``_SummedNormalKL`` on ``(2 log_sq).exp()`` bit for bit;
+    gradients agree to rounding.
+    """
+
+    @staticmethod
+    def forward(ctx, mp, sp, *tensors):
+        inv_var_p = (sp * sp).reciprocal()
+        sum_v = sum_sq = sum_log = 0.0
+        n = 0
+        centred, variances = [], []
+        for mq, log_sq in zip(tensors[0::2], tensors[1::2]):
+            vq = torch.mul(log_sq, 2).exp_()  # (2 * log_sq).exp(), without the intermediate
+            c = mq if mp is None else mq - mp
+            centred.append(c)
+            variances.append(vq)
+            sum_v = sum_v + vq.sum()
+            sum_sq = sum_sq + torch.linalg.vector_norm(c).square()
+            sum_log = sum_log + log_sq.sum()
+            n += mq.numel()
+        ctx.num = len(variances)
+        ctx.save_for_backward(inv_var_p, *centred, *variances)
+        ctx.set_materialize_grads(False)  # an unused variance gets None, not a weight-sized zero
+        kl = (sum_v + sum_sq) * (0.5 * inv_var_p) - sum_log + n * (sp.log() - 0.5)
+        return (kl, *variances)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad, *grad_variances):
+        inv_var_p, *rest = ctx.saved_tensors
+        centred, variances = rest[: ctx.num], rest[ctx.num :]
+        needs = ctx.needs_input_grad[2:]
+        if grad is None:
+            grad = torch.zeros((), dtype=inv_var_p.dtype, device=inv_var_p.device)
+        g = grad * inv_var_p
+        grads = [None, None]
+        for i, (c, vq, g_vq) in enumerate(zip(centred, variances, grad_variances)):
+            need_mq, need_log_sq = needs[2 * i : 2 * i + 2]
+            grads.append(c * g if need_mq else None)
+            if need_log_sq:
+                # d/dlog_sq = vq g / sp^2 - g + 2 vq g_vq  (g_vq None: vq unused). Not one
+                # addcmul with 0-d tensor operands: that takes TensorIterator's unvectorized loop.
+                grad_log_sq = torch.mul(vq, g).sub_(grad)
+                if g_vq is not None:
+                    grad_log_sq.addcmul_(vq, g_vq, value=2)
+                grads.append(grad_log_sq)
+            else:
+                grads.append(None)
+        return tuple(grads)
+
+
 def _compact_prior(p):
     """``(mp or None when it is 0, sp)`` as 0-d tensors for a prior with one location and
     scale broadcast over its entries, else ``None``; cached on the (immutable) prior."""
@@ -222,9 +284,21 @@ def _summed_kl_logscalenormal_normal(q, p):
     return _SummedNormalKL.apply(*prior, q.loc, q.log_scale, q.variance)
 
 
-def summed_kl_total(pairs):
+def _prior_key(prior):
+    """A hashable key of a compact prior ``(mp or None, sp)`` (cached beside it: ``float`` of a
+    device tensor is a host synchronisation)."""
+    mp, sp = prior
+    return (None if mp is None else float(mp), float(sp), sp.dtype, sp.device)
+
+
+def summed_kl_total(pairs, *, provide_variances: bool = False):
     """``sum_i sum KL(q_i || p_i)`` for a list of ``(q, p)`` pairs, evaluated with one autograd
     node per group of LogScaleNormal posteriors that share a scalar Normal prior.
+
+    With ``provide_variances``, posteriors whose ``variance`` has not been evaluated yet get it
+    from the same node (:class:`_SummedNormalKLWithVariances`, cached on the posterior as its
+    ``variance``), so that later users of ``q.variance`` (the local-reparameterization handler)
+    share one backward expression with the KL. Call it before anything reads those variances.
 
     Returns ``(total, rest)``: the summed KL of the pairs it handled (0-d tensor, or ``0.0``
     when none) and the pairs it left for other rules, in their original order.
@@ -236,13 +310,23 @@ def summed_kl_total(pairs):
         if prior is None or qb.loc.shape != qb.batch_shape or qb.log_scale.shape != qb.batch_shape:
             rest.append((q, p))
             continue
-        mp, sp = prior
-        key = (None if mp is None else float(mp), float(sp), sp.dtype, sp.device)
-        group = groups.setdefault(key, (prior, []))
-        group[1].extend((qb.loc, qb.log_scale, qb.variance))
+        key = pb.__dict__.get("_pyrozoo_prior_key")
+        if key is None:
+            key = pb.__dict__["_pyrozoo_prior_key"] = _prior_key(prior)
+        group = groups.setdefault(key, (prior, [], []))
+        if provide_variances and "variance" not in qb.__dict__:
+            group[2].append(qb)
+        else:
+            group[1].extend((qb.loc, qb.log_scale, qb.variance))
     total = 0.0
-    for prior, tensors in groups.values():
-        total = total + _SummedNormalKL.apply(*prior, *tensors)
+    for prior, tensors, fresh in groups.values():
+        if tensors:
+            total = total + _SummedNormalKL.apply(*prior, *tensors)
+        if fresh:
+            kl, *variances = _SummedNormalKLWithVariances.apply(*prior, *(t for qb in fresh for t in (qb.loc, qb.log_scale)))
+            for qb, vq in zip(fresh, variances):
+                qb.__dict__["variance"] = vq  # the lazy property's cache
+            total = total + kl
     return total, rest
 
 

@@ -52,6 +52,8 @@ class LogScaleNormal(Normal):
 
     @lazy_property
     def variance(self):
+        # ClosedFormKL_ELBO's direct evaluation fills this cache from the summed KL's node
+        # (same values; see pyrozoo.distributions.kl.summed_kl_total) before anything reads it
         return (2 * self.log_scale).exp()
 
     @property

@@ -9,9 +9,10 @@ from torch import nn
 
 from pyrozoo.distributions import LogScaleNormal
 from pyrozoo.distributions.dropout_normal import DropoutNormal
+from pyrozoo.distributions.noncentred_normal import SCALE_FLOOR, NoncentredNormal
 from pyrozoo.guides.base import SitewiseGuide, check_bounds, check_real, init_to_network
 
-_FLOOR = 1e-16
+_FLOOR = SCALE_FLOOR
 
 
 class BayesianCompressionGuide(SitewiseGuide):
@@ -73,6 +74,12 @@ class BayesianCompressionGuide(SitewiseGuide):
         self.log_scales = nn.ParameterDict()
         self._weight_of_scale: Dict[str, str] = {}
         self._values: Dict[str, torch.Tensor] = {}
+
+    #: weight posteriors as :class:`~pyrozoo.distributions.noncentred_normal.NoncentredNormal`,
+    #: whose KL to the prior ``N(0, z^2)`` is summed per group; ``False`` gives the reference
+    #: computation they are tested and timed against (a ``LogScaleNormal`` and the registered
+    #: elementwise Normal KL): the same numbers to rounding, at a higher cost per step
+    fused = True
 
     @property
     def prior(self):
@@ -159,6 +166,8 @@ class BayesianCompressionGuide(SitewiseGuide):
         key = info.key
         scale = self.prior.weight_scale(name, values)
         mu, log_sigma2 = self._modules["locs"][key], self._modules["log_sigma2"][key]
+        if self.fused:
+            return NoncentredNormal(scale, mu, log_sigma2, with_kl=torch.is_grad_enabled()).to_event(info.event_dim)
         return LogScaleNormal(scale * mu, scale.abs().clamp_min(_FLOOR).log() + 0.5 * log_sigma2).to_event(info.event_dim)
 
     def _posterior(self, name, values):

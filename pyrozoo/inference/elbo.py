@@ -93,6 +93,10 @@ class ClosedFormKL_ELBO(DifferentiableLossELBO, ELBO):
     ``num_particles`` and ``vectorize_particles`` like every Pyro ELBO.
     """
 
+    #: direct evaluation: the Gaussian KLs' node also provides the posteriors' variances
+    #: (:func:`~pyrozoo.distributions.kl.summed_kl_total`); ``False`` in the reference below
+    _fused_variances = True
+
     def __init__(self, *args, fuse: bool = True, **kwargs):
         super().__init__(*args, **kwargs)
         self.fuse = fuse
@@ -229,11 +233,18 @@ class ClosedFormKL_ELBO(DifferentiableLossELBO, ELBO):
             else:
                 values[name] = q.rsample()
             pairs.append((q, prior, values[name]))
-        # the likelihood before the KLs: the order in which the trace-based path draws
-        # random numbers (a Monte Carlo KL may materialise a weight sample)
-        elbo = model.log_likelihood(values, x, y, subsample)
-        # closed-form Gaussian KLs of all layers in one autograd node; the rest site by site
-        batched, rest = summed_kl_total([(q, prior) for q, prior, _ in pairs])
+        if self._fused_variances:
+            # Closed-form Gaussian KLs of all layers in one autograd node, which also computes
+            # the posteriors' variances for the weight-noise handler: evaluated first (they
+            # draw no random numbers), so that the variances exist before the layers read them.
+            batched, rest = summed_kl_total([(q, prior) for q, prior, _ in pairs], provide_variances=True)
+            elbo = model.log_likelihood(values, x, y, subsample)
+        else:
+            # the likelihood before the KLs: the order in which the trace-based path draws
+            # random numbers (a Monte Carlo KL may materialise a weight sample)
+            elbo = model.log_likelihood(values, x, y, subsample)
+            # closed-form Gaussian KLs of all layers in one autograd node; the rest site by site
+            batched, rest = summed_kl_total([(q, prior) for q, prior, _ in pairs])
         elbo = elbo - (batched * scale if not (isinstance(scale, (int, float)) and scale == 1.0) else batched)
         values_of = {id(q): value for q, _, value in pairs}
         for q, prior in rest:
@@ -262,3 +273,11 @@ class ClosedFormKL_ELBO(DifferentiableLossELBO, ELBO):
             warn_if_nan(loss, "loss")
         return loss
 
+
+class ReferenceClosedFormKL_ELBO(ClosedFormKL_ELBO):
+    """:class:`ClosedFormKL_ELBO` evaluated as before its Gaussian KLs provided the posteriors'
+    variances (issue 26): the likelihood first, each variance computed where it is first read,
+    the KLs summed last. Same numbers to rounding, same random stream; kept as the reference of
+    the equality tests and the "before" of ``benchmarks/step_overhead.py``."""
+
+    _fused_variances = False

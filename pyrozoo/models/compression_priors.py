@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from pyrozoo.distributions.log_uniform import LogUniformImproper
+from pyrozoo.distributions.noncentred_normal import GroupScaleNormal
 from pyrozoo.models.priors import INIT_VALUE_KEY, Prior, join_name
 from pyrozoo.models.selection import ParameterSelector
 
@@ -95,8 +96,8 @@ class GroupScalePrior(Prior):
         self._groups[name] = (group_dim(module), tuple(param.shape))
 
     def _weight_site(self, name: str, param: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-        zero = torch.zeros((), dtype=param.dtype, device=param.device)
-        prior = dist.Normal(zero, scale.abs()).expand(param.shape).to_event(param.dim())
+        # N(0, z^2) keeping z unexpanded, for the grouped KL of the non-centred posterior
+        prior = GroupScaleNormal(scale.abs(), param.shape).to_event(param.dim())
         return pyro.sample(name, prior, infer={INIT_VALUE_KEY: param.detach()})
 
     def sample_module(self, module_name, module, params):

@@ -24,6 +24,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 from pyro.poutine.messenger import Messenger
+from torch.autograd.function import once_differentiable
 from torch.distributions import Independent, Normal
 
 _LAYER_FUNCS = {F.linear, F.conv1d, F.conv2d, F.conv3d}
@@ -138,7 +139,93 @@ def _layer_output(func, args, kwargs):
         return _ESTIMATORS[weight.estimator](func, x, weight, bias, rest, kwargs)
 
 
+class _LocalReparameterizedLinear(torch.autograd.Function):
+    r"""``F.linear`` under local reparameterization (Kingma et al. 2015, eq. 6) as one autograd node.
+
+    Forward, the same operations as :func:`_local_reparameterization_reference`:
+    ``out = mean + std * eps`` with ``mean = x W^T + b``, ``v = x^2 (sigma_W^2)^T + sigma_b^2``
+    and ``std = sqrt(max(v, tiny))``. Backward, written out: with ``g`` the output's gradient,
+    ``g_v = g eps / (2 std)`` (zero where ``v`` was clamped),
+    ``dW = g^T x``, ``d sigma_W^2 = g_v^T x^2``, ``db = sum g``, ``d sigma_b^2 = sum g_v`` and
+    ``dx = g W + 2 x (g_v sigma_W^2)``. Autograd's version of the same chain records eight
+    nodes per layer, allocates an intermediate at each, and hands back the weight gradients
+    as transposed views, which the accumulation with the KL's gradient then copies.
+    """
+
+    @staticmethod
+    def forward(ctx, x, loc, var, bias_loc, bias_var, eps):
+        x_sq = x * x
+        mean = F.linear(x, loc, bias_loc)
+        out_var = F.linear(x_sq, var, bias_var)
+        tiny = torch.finfo(out_var.dtype).tiny
+        # The clamp keeps sqrt's gradient finite where an input row is exactly zero (dead ReLUs).
+        clamped = out_var < tiny
+        std = out_var.clamp_min_(tiny).sqrt_()
+        ctx.save_for_backward(x, x_sq, loc, var, std, eps, clamped)
+        return (std * eps).add_(mean)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        x, x_sq, loc, var, std, eps, clamped = ctx.saved_tensors
+        need_x, need_loc, need_var, need_bias_loc, need_bias_var, _ = ctx.needs_input_grad
+        # d out / d v = eps / (2 std); halving after the division is exact
+        grad_v = (grad * eps).div_(std).mul_(0.5).masked_fill_(clamped, 0.0)
+        g, g_v = grad.reshape(-1, grad.shape[-1]), grad_v.reshape(-1, grad_v.shape[-1])
+        grads = [None] * 6
+        if need_x:
+            grads[0] = grad.matmul(loc).addcmul_(grad_v.matmul(var), x, value=2)
+        if need_loc:
+            grads[1] = g.t().mm(x.reshape(-1, x.shape[-1]))
+        if need_var:
+            grads[2] = g_v.t().mm(x_sq.reshape(-1, x_sq.shape[-1]))
+        if need_bias_loc:
+            grads[3] = g.sum(0)
+        if need_bias_var:
+            grads[4] = g_v.sum(0)
+        return tuple(grads)
+
+
+class _GaussianOutput(torch.autograd.Function):
+    """``mean + sqrt(max(v, tiny)) * eps`` as one autograd node (the last step of
+    :func:`_local_reparameterization_reference`): in place where autograd's chain allocates
+    four activation-sized tensors forward and four backward (convolution outputs are large)."""
+
+    @staticmethod
+    def forward(ctx, mean, out_var, eps):
+        tiny = torch.finfo(out_var.dtype).tiny
+        clamped = out_var < tiny
+        std = out_var.clamp(min=tiny).sqrt_()
+        ctx.save_for_backward(std, eps, clamped)
+        return (std * eps).add_(mean)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        std, eps, clamped = ctx.saved_tensors
+        grad_var = (grad * eps).div_(std).mul_(0.5).masked_fill_(clamped, 0.0) if ctx.needs_input_grad[1] else None
+        return grad, grad_var, None
+
+
 def _local_reparameterization(func, x, weight, bias, rest, kwargs):
+    if isinstance(bias, NormalWeight):
+        bias_mean, bias_var = bias.loc, bias.variance
+    else:
+        bias_mean, bias_var = bias, None
+    if func is not F.linear:
+        mean = func(x, weight.loc, bias_mean, *rest, **kwargs)
+        var = func(x * x, weight.variance, bias_var, *rest, **kwargs)
+        return _GaussianOutput.apply(mean, var, torch.randn_like(mean))
+    loc, var = weight.loc, weight.variance
+    # the noise of the reference, drawn at the same point of the random stream
+    eps = torch.randn(x.shape[:-1] + loc.shape[:1], dtype=torch.result_type(x, loc), device=x.device)
+    return _LocalReparameterizedLinear.apply(x, loc, var, bias_mean, bias_var, eps)
+
+
+def _local_reparameterization_reference(func, x, weight, bias, rest, kwargs):
+    """Local reparameterization composed from autograd operations: the reference that
+    :func:`_local_reparameterization` (one node per linear layer, one for a convolution's
+    noise) equals to rounding."""
     if isinstance(bias, NormalWeight):
         bias_mean, bias_var = bias.loc, bias.variance
     else:
@@ -203,6 +290,7 @@ def _weight_means(func, x, weight, bias, rest, kwargs):
 
 _ESTIMATORS = {
     "local": _local_reparameterization,
+    "local-reference": _local_reparameterization_reference,
     "flipout": _flipout,
     "per-example": _weights_per_example,
     "mean": _weight_means,
@@ -245,6 +333,14 @@ class LocalReparameterizationMessenger(WeightNoiseMessenger):
     estimator = "local"
 
 
+class LocalReparameterizationReferenceMessenger(LocalReparameterizationMessenger):
+    """:class:`LocalReparameterizationMessenger` with linear layers composed from autograd
+    operations instead of one fused node: the same numbers (to rounding) from the same random
+    stream, kept as the reference of equality tests and the "before" of the step benchmarks."""
+
+    estimator = "local-reference"
+
+
 class FlipoutMessenger(WeightNoiseMessenger):
     """Flipout (Wen et al. 2018, eq. 3) as a handler: one weight perturbation per
     minibatch, decorrelated across examples by random sign flips. Outputs have exactly the
@@ -271,6 +367,13 @@ class WeightMeansMessenger(WeightNoiseMessenger):
 def local_reparameterization(fn=None):
     """``with local_reparameterization(): ...`` or ``local_reparameterization(model)``."""
     msngr = LocalReparameterizationMessenger()
+    return msngr(fn) if fn is not None else msngr
+
+
+def local_reparameterization_reference(fn=None):
+    """``with local_reparameterization_reference(): ...``: the unfused reference of
+    :func:`local_reparameterization` (for tests and benchmarks)."""
+    msngr = LocalReparameterizationReferenceMessenger()
     return msngr(fn) if fn is not None else msngr
 
 

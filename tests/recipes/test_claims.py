@@ -72,6 +72,10 @@ def test_every_claim_resolves_against_the_committed_files(claim, committed):
             assert f"{part.label}: " in row.evidence
     else:
         assert row.verdict == "not testable here" and claim.untestable in row.evidence and not claim.files
+    if row.verdict == "not reproduced":
+        # issue 23, item 2: a claim we miss says what a controlled experiment found, or why none ran yet
+        assert claim.controlled or claim.reason, f"{claim.id}: not reproduced, with neither a controlled experiment nor a stated reason"
+        assert row.diagnosis
 
 
 def test_the_committed_claims_csv_is_what_the_script_writes_now(tmp_path):
@@ -151,6 +155,7 @@ def test_the_ledger_reads_every_file_each_claim_names(monkeypatch, resolved):
 
 def _copy(files, tmp_path):
     for f in files:
+        (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / f).write_bytes((RESULTS / f).read_bytes())
     return tmp_path
 
@@ -362,3 +367,17 @@ def test_a_claim_is_checked_when_declared():
         Claim("x", "deng", "s", "c", "1 (paper)", untestable="why", setting="roughly")
     with pytest.raises(ValueError, match="must say why it is not testable"):
         Claim("x", "deng", "s", "c", "1 (paper)")
+
+
+def test_a_claims_controlled_experiment_is_quoted_from_its_verdict_line(tmp_path):
+    (tmp_path / "controlled").mkdir()
+    verdict = "NOT A BUG. " + "The two implementations agree within their intervals in every variant, " * 3 + "so the gap is the budget. Details follow."
+    (tmp_path / "controlled" / "x.md").write_text(f"# x\n\nsome table\n\nVerdict: {verdict}\n\nSetting: ...\n")
+    claim = dataclasses.replace(C.CLAIMS[0], controlled=("controlled/x.md",), reason="Also: the paper's grid.")
+    text = C.diagnosis(claim, tmp_path)
+    # the headline alone says nothing: the quote runs to the first sentence end past VERDICT_CHARS
+    assert text.startswith("controlled/x.md: NOT A BUG. The two") and text.endswith("so the gap is the budget. Also: the paper's grid.")
+    assert "controlled/x.md" in claim.files
+    (tmp_path / "controlled" / "x.md").write_text("# x\n\nno verdict here\n")
+    with pytest.raises(LedgerError, match="no 'Verdict:' line"):
+        C.diagnosis(claim, tmp_path)
