@@ -217,7 +217,7 @@ def verdict(runs: pd.DataFrame, summary: pd.DataFrame) -> str:
     where = "identical on every run" if gap.max() == 0 else f"within {gap.max():.2f} points, at most at {worst[0]} seed {worst[1]} {worst[2]} zeta {worst[3]:g}"
     text = (f"Verdict: NOT A BUG in the attack. pyrozoo's FGSM and the independent plain-PyTorch one agree on every run "
             f"(accuracies {where}; "
-            f"at least {100 * ind.same_pixels.min():.3f} % of the adversarial pixels and {100 * ind.same_images.min():.1f} % of "
+            f"at least {100 * ind.same_pixels.min():.4f} % of the adversarial pixels and {100 * ind.same_images.min():.1f} % of "
             f"the adversarial images the same to {IMAGE_TOL:g})")
     by = {(r.method, r.attack, r.scale, r.zeta): r for r in summary.itertuples(index=False)}
     top = max(summary.zeta)

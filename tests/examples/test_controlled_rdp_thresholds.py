@@ -1,0 +1,54 @@
+"""examples/controlled/rdp_thresholds.py: the per-layer gaps and counts are read off the stored
+statistics, and the verdict follows them (nothing is trained)."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from tests.examples.runner import EXAMPLES, run_example
+
+SCRIPT = EXAMPLES / "controlled" / "rdp_thresholds.py"
+
+
+def _statistics(tmp_path, upper):
+    """Two clusters per grouping: ``upper[g]`` units at 8, 9, ... and the rest at -5 (threshold 0)."""
+    sizes = {"conv2.weight.column": 20, "conv2.weight.row": 50, "fc1.weight.column": 800, "fc2.weight.column": 500}
+    groupings = {g: {"values": [8.0 + 0.01 * i for i in range(upper[g])] + [-5.0] * (n - upper[g]), "threshold": 0.0, "kept": upper[g]} for g, n in sizes.items()}
+    path = tmp_path / "stats.json"
+    path.write_text(json.dumps({"statistic": "test", "test_error": 1.0, "pruned_architecture": "x", "groupings": groupings}))
+    return path
+
+
+@pytest.mark.parametrize("upper, head, arch", [
+    ({"conv2.weight.column": 13, "conv2.weight.row": 19, "fc1.weight.column": 167, "fc2.weight.column": 47}, "THE THRESHOLD EXPLAINS LITTLE", "13-19-167-47"),
+    ({"conv2.weight.column": 4, "conv2.weight.row": 7, "fc1.weight.column": 110, "fc2.weight.column": 66}, "NO DIFFERENCE", "4-7-110-66"),
+])
+def test_the_verdict_and_the_gap_architecture_follow_the_statistics(tmp_path, monkeypatch, upper, head, arch):
+    run_example(SCRIPT, "--statistics", _statistics(tmp_path, upper), "--results-dir", tmp_path, monkeypatch=monkeypatch)
+    table = pd.read_csv(tmp_path / "rdp_thresholds.csv")
+    assert table.threshold_in_gap.all() and list(table.kept) == list(table.upper_cluster)
+    assert table.gap_low.eq(-5.0).all() and (table.gap_high >= 8.0).all()
+    text = (tmp_path / "rdp_thresholds.md").read_text()
+    assert f"Verdict: {head}" in text and f"gives {arch}" in text and "Provenance:" in text
+
+
+def test_a_threshold_for_the_papers_count_lies_between_its_last_kept_and_first_cut_unit(tmp_path, monkeypatch):
+    upper = {"conv2.weight.column": 13, "conv2.weight.row": 19, "fc1.weight.column": 167, "fc2.weight.column": 47}
+    run_example(SCRIPT, "--statistics", _statistics(tmp_path, upper), "--results-dir", tmp_path, monkeypatch=monkeypatch)
+    row = pd.read_csv(tmp_path / "rdp_thresholds.csv").set_index("layer").loc["conv1 filters"]
+    # units at 8.12 ... 8.00 (then -5): keeping 4 cuts between 8.09 and 8.08, 0.085 above the gap
+    assert row.threshold_for_paper_count == pytest.approx(8.085) and row.paper_threshold_above_gap_by == pytest.approx(8.085 - 8.0)  # above the lowest kept unit
+
+
+def test_the_committed_statistics_give_a_table(tmp_path, monkeypatch):
+    run_example(SCRIPT, "--results-dir", tmp_path, monkeypatch=monkeypatch)
+    table = pd.read_csv(tmp_path / "rdp_thresholds.csv")
+    assert len(table) == 4 and (table.upper_cluster > 0).all()
+
+
+def test_statistics_without_a_layer_are_refused_naming_it(tmp_path, monkeypatch):
+    path = tmp_path / "stats.json"
+    path.write_text(json.dumps({"groupings": {}}))
+    with pytest.raises(SystemExit, match="conv2.weight.column"):  # run_main turns the ValueError into one line
+        run_example(SCRIPT, "--statistics", path, "--results-dir", tmp_path, monkeypatch=monkeypatch)
