@@ -53,16 +53,26 @@ def deterministic_step(arch, x, y, fused=True) -> Callable[[], None]:
     return step
 
 
-def pyrozoo_step(arch, x, y, estimator, prior=lambda: NormalPrior(1.0), guide=lambda m: MeanFieldNormalGuide(m, init_scale=1e-3)) -> Callable[[], None]:
+def pyrozoo_step(arch, x, y, estimator, prior=lambda: NormalPrior(1.0), guide=lambda m: MeanFieldNormalGuide(m, init_scale=1e-3),
+                 objective=ClosedFormKL_ELBO, handler=None) -> Callable[[], None]:
     """The step of ``fit`` for ``prior`` (factory) and ``guide`` (factory of the model), over
-    the parameters ``fit`` optimises (the guide's and the model's point estimates)."""
+    the parameters ``fit`` optimises (the guide's and the model's point estimates);
+    ``objective`` is the objective's class, ``handler`` a weight-noise handler (factory)
+    around the step in place of ``estimator``'s."""
     model = BayesianNeuralNetwork(ARCHS[arch][0]().to(x.device), prior(), Categorical(NUM_TRAIN))
     q = guide(model)
     q(x, y)
-    objective = ClosedFormKL_ELBO()
+    objective = objective()
     params = collect_parameters(model, q, objective, (x, y))
     opt = default_optimizer(params, 1e-3)
-    return lambda: training_step(model, q, objective, opt, (x, y), estimator=estimator, params=params)
+    if handler is None:
+        return lambda: training_step(model, q, objective, opt, (x, y), estimator=estimator, params=params)
+
+    def step():
+        with handler():
+            training_step(model, q, objective, opt, (x, y), params=params)
+
+    return step
 
 
 def stock_pyro_step(arch, x, y) -> Callable[[], None]:
@@ -90,20 +100,9 @@ def mfvi_reference_step(arch, x, y, estimator) -> Callable[[], None]:
     """The mean-field step of :func:`pyrozoo_step` as computed before issue 26: the reference
     objective (``ReferenceClosedFormKL_ELBO``: variances where first read, KLs after the
     likelihood) and, for ``"local"``, the unfused local reparameterization. Same numbers."""
-    model = BayesianNeuralNetwork(ARCHS[arch][0]().to(x.device), NormalPrior(1.0), Categorical(NUM_TRAIN))
-    q = MeanFieldNormalGuide(model, init_scale=1e-3)
-    q(x, y)
-    objective = ReferenceClosedFormKL_ELBO()
-    params = collect_parameters(model, q, objective, (x, y))
-    opt = default_optimizer(params, 1e-3)
-    if estimator != "local":
-        return lambda: training_step(model, q, objective, opt, (x, y), estimator=estimator, params=params)
-
-    def step():
-        with local_reparameterization_reference():
-            training_step(model, q, objective, opt, (x, y), params=params)
-
-    return step
+    if estimator == "local":
+        return pyrozoo_step(arch, x, y, None, objective=ReferenceClosedFormKL_ELBO, handler=local_reparameterization_reference)
+    return pyrozoo_step(arch, x, y, estimator, objective=ReferenceClosedFormKL_ELBO)
 
 
 def _unfused(guide):

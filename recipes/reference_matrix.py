@@ -1002,14 +1002,13 @@ def counts(table: pd.DataFrame) -> Dict[str, int]:
     main = table[table.seed == table.seed.min()]
     status = main.status
     further = table[(table.seed != table.seed.min()) & ((table.guide != BASELINE.guide) | (table.objective != BASELINE.objective))]
-    rechecked = set(map(tuple, further[KEY[:-1]].drop_duplicates().to_numpy().tolist()))
     own = main.own_prior_quality if "own_prior_quality" in main else pd.Series("n/a", index=main.index)
     return {
         "combinations": len(main), "ran": int((status != "refused").sum()), "refused": int((status == "refused").sum()),
         "warned": int((status == "warned").sum()), "diverged": int((status == "diverged").sum()), "failed": int((status == "failed").sum()),
         "below_quality": int((status == "below_quality").sum()), "ok": int((status == "ok").sum()),
         "ok_below_own_prior": int(((status == "ok") & (own == "below")).sum()),
-        "rechecked": len(rechecked),
+        "rechecked": len(further[KEY[:-1]].drop_duplicates()),
     }
 
 

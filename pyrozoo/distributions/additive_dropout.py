@@ -33,8 +33,8 @@ from pyrozoo.distributions.dropout_normal import DropoutNormal
 from pyrozoo.distributions.kl import LOG_UNIFORM_KL_K1, LOG_UNIFORM_KL_K2, LOG_UNIFORM_KL_K3, kl_log_uniform_from_log_alpha, register_summed_kl
 from pyrozoo.distributions.log_uniform import LogUniformImproper
 
-# keeps log(theta^2) finite at theta = 0 (where log alpha then hits its upper clip); the
-# value of the reference computation, so that log alpha is bitwise the same
+# keeps log(theta^2) finite at theta = 0 (where log alpha then hits its upper clip); shared
+# with the reference computation (the guide's _AdditivePosterior), so log alpha is bitwise the same
 THETA2_FLOOR = 1e-32
 
 _mask_inside = torch.ops.aten.hardtanh_backward  # (g, x, low, high) -> g where low < x < high, else 0

@@ -154,6 +154,24 @@ def summed_kl(q, p):
     return None if fn is None else fn(q, p)
 
 
+def _summed_normal_kl(mp, sp, posteriors):
+    """``(kl, 1 / sp^2, [mq - mp, ...])``: the forward reductions of the summed Normal KL
+    (:class:`_SummedNormalKL`) over ``(mq, log_sq, vq)`` triples; no weight-sized intermediate
+    but the centred means (the locations themselves when ``mp`` is ``None``, i.e. 0)."""
+    inv_var_p = (sp * sp).reciprocal()
+    sum_v = sum_sq = sum_log = 0.0
+    n = 0
+    centred = []
+    for mq, log_sq, vq in posteriors:
+        c = mq if mp is None else mq - mp
+        centred.append(c)
+        sum_v = sum_v + vq.sum()
+        sum_sq = sum_sq + torch.linalg.vector_norm(c).square()
+        sum_log = sum_log + log_sq.sum()
+        n += mq.numel()
+    return (sum_v + sum_sq) * (0.5 * inv_var_p) - sum_log + n * (sp.log() - 0.5), inv_var_p, centred
+
+
 class _SummedNormalKL(torch.autograd.Function):
     r"""``sum KL(N(mq, vq) || N(mp, sp^2))`` over all entries of one or more posteriors
     that share one scalar prior ``(mp, sp)``:
@@ -169,20 +187,10 @@ class _SummedNormalKL(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, mp, sp, *tensors):
-        inv_var_p = (sp * sp).reciprocal()
-        sum_v = sum_sq = sum_log = 0.0
-        n = 0
-        centred = []
-        for mq, log_sq, vq in zip(tensors[0::3], tensors[1::3], tensors[2::3]):
-            c = mq if mp is None else mq - mp
-            centred.append(c)
-            sum_v = sum_v + vq.sum()
-            sum_sq = sum_sq + torch.linalg.vector_norm(c).square()
-            sum_log = sum_log + log_sq.sum()
-            n += mq.numel()
+        kl, inv_var_p, centred = _summed_normal_kl(mp, sp, zip(tensors[0::3], tensors[1::3], tensors[2::3]))
         ctx.save_for_backward(inv_var_p, *centred)
         ctx.shapes = [(t.shape, v.shape) for t, v in zip(tensors[1::3], tensors[2::3])]
-        return (sum_v + sum_sq) * (0.5 * inv_var_p) - sum_log + n * (sp.log() - 0.5)
+        return kl
 
     @staticmethod
     def backward(ctx, grad):
@@ -215,23 +223,13 @@ class _SummedNormalKLWithVariances(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, mp, sp, *tensors):
-        inv_var_p = (sp * sp).reciprocal()
-        sum_v = sum_sq = sum_log = 0.0
-        n = 0
-        centred, variances = [], []
-        for mq, log_sq in zip(tensors[0::2], tensors[1::2]):
-            vq = torch.mul(log_sq, 2).exp_()  # (2 * log_sq).exp(), without the intermediate
-            c = mq if mp is None else mq - mp
-            centred.append(c)
-            variances.append(vq)
-            sum_v = sum_v + vq.sum()
-            sum_sq = sum_sq + torch.linalg.vector_norm(c).square()
-            sum_log = sum_log + log_sq.sum()
-            n += mq.numel()
+        locs, log_scales = tensors[0::2], tensors[1::2]
+        # (2 * log_sq).exp(), without the intermediate
+        variances = [torch.mul(log_sq, 2).exp_() for log_sq in log_scales]
+        kl, inv_var_p, centred = _summed_normal_kl(mp, sp, zip(locs, log_scales, variances))
         ctx.num = len(variances)
         ctx.save_for_backward(inv_var_p, *centred, *variances)
         ctx.set_materialize_grads(False)  # an unused variance gets None, not a weight-sized zero
-        kl = (sum_v + sum_sq) * (0.5 * inv_var_p) - sum_log + n * (sp.log() - 0.5)
         return (kl, *variances)
 
     @staticmethod

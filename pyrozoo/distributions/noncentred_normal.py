@@ -33,7 +33,7 @@ from torch.distributions.utils import lazy_property
 from pyrozoo.distributions.kl import register_summed_kl
 from pyrozoo.distributions.log_scale_normal import LogScaleNormal
 
-#: smallest group scale |z| used in the posterior's variance and log scale (the reference's)
+#: smallest group scale |z| used in the posterior's variance and log scale (shared with the guide's reference computation)
 SCALE_FLOOR = 1e-16
 
 

@@ -12,8 +12,6 @@ from pyrozoo.distributions.dropout_normal import DropoutNormal
 from pyrozoo.distributions.noncentred_normal import SCALE_FLOOR, NoncentredNormal
 from pyrozoo.guides.base import SitewiseGuide, check_bounds, check_real, init_to_network
 
-_FLOOR = SCALE_FLOOR
-
 
 class BayesianCompressionGuide(SitewiseGuide):
     r"""Posterior of a :class:`~pyrozoo.models.compression_priors.GroupScalePrior` model
@@ -99,7 +97,7 @@ class BayesianCompressionGuide(SitewiseGuide):
             low, high = self.log_alpha_bounds
             for site in self._weight_of_scale:
                 if self._sites[site].family == "real":
-                    log_alpha = self.init_log_sigma2 - (self.locs[self._sites[site].key].detach() ** 2 + _FLOOR).log()
+                    log_alpha = self.init_log_sigma2 - (self.locs[self._sites[site].key].detach() ** 2 + SCALE_FLOOR).log()
                     if not bool(((log_alpha > low) & (log_alpha < high)).all()):
                         raise ValueError(
                             f"the initial log alpha of {site!r} (in [{float(log_alpha.min()):.3g}, {float(log_alpha.max()):.3g}]) lies outside "
@@ -129,7 +127,7 @@ class BayesianCompressionGuide(SitewiseGuide):
             for weight in self.weight_names:
                 scale = self.prior.weight_scale(weight, init_values)
                 key = self._sites[weight].key
-                self.locs[key].div_(scale.abs().clamp_min(_FLOOR))
+                self.locs[key].div_(scale.abs().clamp_min(SCALE_FLOOR))
 
     def _init_value(self, name):
         info = self._sites[name]
@@ -156,7 +154,7 @@ class BayesianCompressionGuide(SitewiseGuide):
         if info.family == "positive":
             return dist.LogNormal(loc, self._modules["log_scales"][key].exp()).to_event(info.event_dim)
         log_sigma2 = self._modules["log_sigma2"][key]
-        log_alpha = log_sigma2 - (loc * loc + _FLOOR).log()
+        log_alpha = log_sigma2 - (loc * loc + SCALE_FLOOR).log()
         if self.log_alpha_bounds is not None:
             log_alpha = log_alpha.clamp(*self.log_alpha_bounds)
         return DropoutNormal(loc, 0.5 * log_sigma2, log_alpha).to_event(info.event_dim)
@@ -168,7 +166,7 @@ class BayesianCompressionGuide(SitewiseGuide):
         mu, log_sigma2 = self._modules["locs"][key], self._modules["log_sigma2"][key]
         if self.fused:
             return NoncentredNormal(scale, mu, log_sigma2, with_kl=torch.is_grad_enabled()).to_event(info.event_dim)
-        return LogScaleNormal(scale * mu, scale.abs().clamp_min(_FLOOR).log() + 0.5 * log_sigma2).to_event(info.event_dim)
+        return LogScaleNormal(scale * mu, scale.abs().clamp_min(SCALE_FLOOR).log() + 0.5 * log_sigma2).to_event(info.event_dim)
 
     def _posterior(self, name, values):
         if name in self._weight_of_scale:

@@ -16,9 +16,6 @@ from pyrozoo.utils import with_parameters
 #: the parameterisations of the thesis' eq. 11 / Table 2
 PARAMETERIZATIONS = ("additive", "weight", "neuron", "layer", "zero-mean")
 
-# keeps log(theta^2) finite at theta = 0 (where log alpha then hits its upper clip)
-_THETA2_FLOOR = THETA2_FLOOR
-
 
 class _AdditivePosterior(torch.autograd.Function):
     r"""``(loc, log_scale, variance, log_alpha)`` of the additive parameterisation from
@@ -34,7 +31,7 @@ class _AdditivePosterior(torch.autograd.Function):
     @staticmethod
     def forward(ctx, theta, log_sigma2, low, high, threshold, train_clip):
         ctx.set_materialize_grads(False)
-        theta2 = theta * theta + _THETA2_FLOOR
+        theta2 = theta * theta + THETA2_FLOOR
         log_theta2 = theta2.log()
         raw = log_sigma2 - log_theta2
         inside = (raw > low) & (raw < high)
@@ -214,7 +211,7 @@ class VariationalDropoutGuide(SitewiseGuide):
             log_var = (scale * scale).clamp_min(torch.finfo(scale.dtype).tiny).log()
             return None, torch.full((), math.inf, dtype=log_var.dtype, device=log_var.device).expand(log_var.shape), log_var
         theta = modules["locs"][key]
-        log_theta2 = (theta * theta + _THETA2_FLOOR).log()
+        log_theta2 = (theta * theta + THETA2_FLOOR).log()
         if self.parameterization == "additive":
             log_alpha = (modules["log_sigma2"][key] - log_theta2).clamp(*self.log_alpha_bounds)
         else:

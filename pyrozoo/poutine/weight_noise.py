@@ -139,6 +139,22 @@ def _layer_output(func, args, kwargs):
         return _ESTIMATORS[weight.estimator](func, x, weight, bias, rest, kwargs)
 
 
+def _gaussian_output(mean, out_var, eps, *, inplace: bool):
+    """``(mean + sqrt(max(v, tiny)) * eps, std, clamped)``, the last step of local
+    reparameterization; ``inplace`` clamps ``out_var`` itself (an intermediate of the caller's)."""
+    tiny = torch.finfo(out_var.dtype).tiny
+    # The clamp keeps sqrt's gradient finite where an input row is exactly zero (dead ReLUs).
+    clamped = out_var < tiny
+    std = (out_var.clamp_min_(tiny) if inplace else out_var.clamp(min=tiny)).sqrt_()
+    return (std * eps).add_(mean), std, clamped
+
+
+def _output_variance_gradient(grad, eps, std, clamped):
+    """The gradient on ``v`` of :func:`_gaussian_output`: ``grad eps / (2 std)``, zero where
+    ``v`` was clamped (halving after the division is exact)."""
+    return (grad * eps).div_(std).mul_(0.5).masked_fill_(clamped, 0.0)
+
+
 class _LocalReparameterizedLinear(torch.autograd.Function):
     r"""``F.linear`` under local reparameterization (Kingma et al. 2015, eq. 6) as one autograd node.
 
@@ -155,22 +171,16 @@ class _LocalReparameterizedLinear(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, loc, var, bias_loc, bias_var, eps):
         x_sq = x * x
-        mean = F.linear(x, loc, bias_loc)
-        out_var = F.linear(x_sq, var, bias_var)
-        tiny = torch.finfo(out_var.dtype).tiny
-        # The clamp keeps sqrt's gradient finite where an input row is exactly zero (dead ReLUs).
-        clamped = out_var < tiny
-        std = out_var.clamp_min_(tiny).sqrt_()
+        out, std, clamped = _gaussian_output(F.linear(x, loc, bias_loc), F.linear(x_sq, var, bias_var), eps, inplace=True)
         ctx.save_for_backward(x, x_sq, loc, var, std, eps, clamped)
-        return (std * eps).add_(mean)
+        return out
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad):
         x, x_sq, loc, var, std, eps, clamped = ctx.saved_tensors
         need_x, need_loc, need_var, need_bias_loc, need_bias_var, _ = ctx.needs_input_grad
-        # d out / d v = eps / (2 std); halving after the division is exact
-        grad_v = (grad * eps).div_(std).mul_(0.5).masked_fill_(clamped, 0.0)
+        grad_v = _output_variance_gradient(grad, eps, std, clamped)
         g, g_v = grad.reshape(-1, grad.shape[-1]), grad_v.reshape(-1, grad_v.shape[-1])
         grads = [None] * 6
         if need_x:
@@ -193,17 +203,15 @@ class _GaussianOutput(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, mean, out_var, eps):
-        tiny = torch.finfo(out_var.dtype).tiny
-        clamped = out_var < tiny
-        std = out_var.clamp(min=tiny).sqrt_()
+        out, std, clamped = _gaussian_output(mean, out_var, eps, inplace=False)
         ctx.save_for_backward(std, eps, clamped)
-        return (std * eps).add_(mean)
+        return out
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad):
         std, eps, clamped = ctx.saved_tensors
-        grad_var = (grad * eps).div_(std).mul_(0.5).masked_fill_(clamped, 0.0) if ctx.needs_input_grad[1] else None
+        grad_var = _output_variance_gradient(grad, eps, std, clamped) if ctx.needs_input_grad[1] else None
         return grad, grad_var, None
 
 
