@@ -58,8 +58,9 @@ def make_vae(prior_kind, k, x, args, device, refresh=None):
     """A fresh VAE (same initial weights for every kind), its guide, objective and optimiser."""
     torch.manual_seed(0)
     d, h = args.latent_dim, args.hidden
-    encoder = GaussianEncoder(MLP(x.shape[1], [h, h], 2 * d), d)
-    decoder = MLP(d, [h, h], x.shape[1])
+    # on the device before the fixed prior's components are encoded from it
+    encoder = GaussianEncoder(MLP(x.shape[1], [h, h], 2 * d), d).to(device)
+    decoder = MLP(d, [h, h], x.shape[1]).to(device)
     if prior_kind == "normal":
         prior = StandardNormalLatentPrior(d)
     elif prior_kind == "aggregated":

@@ -99,7 +99,8 @@ def decode(obj: Any) -> Any:
     if isinstance(obj, dict):
         tag = obj.get(_TAG)
         if tag == "ndarray":
-            return obj["data"].numpy().astype(np.dtype(obj["dtype"]))
+            # a map_location may have put the bytes on a GPU: NumPy reads host memory
+            return obj["data"].cpu().numpy().astype(np.dtype(obj["dtype"]))
         if tag == "constraint":
             if "name" in obj:
                 named = _named_constraints()

@@ -14,6 +14,9 @@ import torch
 torch.set_num_threads(1)
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+# cuDNN convolutions default to TF32 (10-bit mantissa) on Ampere and later: the tests compare
+# float32 results to rounding, so on a GPU they run in full float32 as on the CPU
+torch.backends.cudnn.allow_tf32 = False
 DTYPES = [torch.float32, torch.float64]
 
 

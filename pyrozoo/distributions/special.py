@@ -156,10 +156,21 @@ def _float_order_steps(nu: float, top: float):
     return steps, int(steps)
 
 
+def _finite_hypot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    r"""``torch.hypot``, finite wherever both arguments are. CUDA's hypot is accurate to 2 ulps
+    rather than correctly rounded, so at an argument at the largest float64 it can round
+    :math:`\sqrt{a^2 + b^2}` past it to inf (on an H200 with torch 2.11, hypot(20, 1.8e308) = inf,
+    and the expansions below gave inf and NaN there); the value is the largest float64 itself."""
+    s = torch.hypot(a, b)
+    if s.is_cuda:
+        s = torch.where(torch.isinf(s) & torch.isfinite(a) & torch.isfinite(b), torch.finfo(s.dtype).max, s)
+    return s
+
+
 class _TensorOps:
     """Elementwise operations on float64 tensors (orders and arguments both tensors)."""
 
-    hypot = staticmethod(torch.hypot)
+    hypot = staticmethod(_finite_hypot)
     log = staticmethod(torch.log)
     log1p = staticmethod(torch.log1p)
     exp = staticmethod(torch.exp)
@@ -198,7 +209,7 @@ class _MixedOps(_TensorOps):
     def hypot(a, b):
         if not torch.is_tensor(a):
             a = torch.tensor(a, dtype=b.dtype, device=b.device)
-        return torch.hypot(a, b)
+        return _finite_hypot(a, b)
 
     @staticmethod
     def lgamma(v):

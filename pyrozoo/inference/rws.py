@@ -169,7 +169,7 @@ class ReweightedWakeSleepLoss(DifferentiableLossELBO, ELBO):
             score_log_q = 0.0  # the direct path takes reparameterised guides only
         else:
             guide_traces, log_joint, log_q = self._weights.traced(model, guide, args, kwargs, treat_values=sites)
-            fixed_log_q, score_log_q = self._fixed_log_q(guide, guide_traces, sites.score_sites, args, kwargs)
+            fixed_log_q, score_log_q = self._fixed_log_q(guide, guide_traces, sites.score_sites, args, kwargs, like=log_joint)
         log_w = log_joint - log_q
         lw = log_w.detach()
         log_w_hat = lw - torch.logsumexp(lw, 0)  # max-subtraction, not Sagar's "+ min"
@@ -187,10 +187,11 @@ class ReweightedWakeSleepLoss(DifferentiableLossELBO, ELBO):
         value = -(torch.logsumexp(lw, 0) - math.log(K))
         return value + (surrogate - surrogate.detach())
 
-    def _fixed_log_q(self, guide, guide_traces, score_sites, args, kwargs):
+    def _fixed_log_q(self, guide, guide_traces, score_sites, args, kwargs, like):
         """``(K,)`` log q of every guide site, and of the score-function sites alone, at the
         drawn values held fixed (the guide replayed on detached copies, so a site whose
-        distribution depends on another site's value sees that value fixed too)."""
+        distribution depends on another site's value sees that value fixed too); on ``like``'s
+        device and dtype (a particle without score-function sites contributes a plain 0)."""
         K = self.num_particles
         vectorized = self.vectorize_particles and K > 1
         replayed = self._vectorized_num_particles(guide) if vectorized else guide
@@ -210,8 +211,8 @@ class ReweightedWakeSleepLoss(DifferentiableLossELBO, ELBO):
                 lq_all = lq_all + lp
                 if name in score_sites:
                     lq_score = lq_score + lp
-            total.append(torch.as_tensor(lq_all))
-            score.append(torch.as_tensor(lq_score))
+            total.append(torch.as_tensor(lq_all, dtype=like.dtype, device=like.device))
+            score.append(torch.as_tensor(lq_score, dtype=like.dtype, device=like.device))
         if vectorized:
             return total[0], score[0]
         return torch.stack(total), torch.stack(score)

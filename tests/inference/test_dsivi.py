@@ -238,7 +238,9 @@ def test_direct_and_trace_evaluation_agree(guide_cls, device):
     for fuse in (True, False):
         pyro.set_rng_seed(5)
         values.append(DSIVI_ELBO(3, 5, fuse=fuse).loss(model, guide, x, y))
-    assert values[0] == values[1] and math.isfinite(values[0])
+    # the same sums in another shape: equal on the CPU; CUDA's reductions order a sum by its
+    # tensor's shape, so there the two agree to float32 rounding (a few ulps of the total)
+    assert values[0] == pytest.approx(values[1], rel=0 if device.type == "cpu" else 1e-6) and math.isfinite(values[0])
 
 
 def test_sivi_is_dsivi_with_an_explicit_prior(device):

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The checks a session lent a GPU runs in one call (each step under its own time limit, so one
+# hang cannot eat the others' time): the CUDA cases of the test suite (every test parametrized
+# over devices, plus the CUDA-only save/load, parity and NCCL tests), then the step, vMF and
+# DSIVI benchmarks on the GPU. Logs and tables go to $OUT (default /tmp/gpu_checks).
+#
+#   bash scripts/gpu_checks.sh            # on the GPU machine, from the repository root
+#
+# The machine's image has torch but not Pyro: wheels found in .whl/ are installed to /tmp/site
+# first; a data copy in .gpudata/ (shared/data's uci and MNIST) becomes $PYROZOO_DATA_DIR.
+set -u
+OUT=${OUT:-/tmp/gpu_checks}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+if compgen -G ".whl/*.whl" > /dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+    export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+[ -d .gpudata ] && export PYROZOO_DATA_DIR=$PWD/.gpudata
+
+step() {  # step NAME SECONDS COMMAND...: run under a limit, log to $OUT/NAME.log, say how it ended
+    local name=$1 limit=$2; shift 2
+    local start=$SECONDS
+    timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
+    local rc=$?
+    echo "== $name: rc $rc in $((SECONDS - start)) s (limit $limit s)"
+    tail -n 25 "$OUT/$name.log"
+}
+
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  python3 -c "import torch, pyro; print('torch', torch.__version__, 'pyro', pyro.__version__, torch.cuda.get_device_name(), 'cpus', __import__('os').cpu_count())"
+  git rev-parse HEAD 2>/dev/null; } | tee "$OUT/machine.txt"
+
+PYTEST="python3 -m pytest -q -p no:cacheprovider -o addopts=-ra"
+step cuda_tests "${CUDA_TESTS_LIMIT:-280}" $PYTEST -n 12 -k cuda tests
+step cuda_only_tests "${CUDA_ONLY_LIMIT:-100}" $PYTEST -n 4 tests/test_save_load.py \
+    "tests/test_distributed.py::test_cuda_chain_has_the_cpu_chains_statistics" \
+    "tests/test_distributed.py::test_nccl_data_parallel_fit_follows_the_one_process_fit"
+step step_overhead "${BENCH_LIMIT:-55}" python3 benchmarks/step_overhead.py --device cuda --rounds 10
+step vmf_sampling "${BENCH_LIMIT:-55}" python3 benchmarks/vmf_sampling.py --device cuda --layer
+step dsivi_cost "${BENCH_LIMIT:-55}" python3 benchmarks/dsivi_cost.py --device cuda
+
+# every example's --quick configuration on the GPU, 8 at a time; left out: the harness scripts
+# (ledger, runbook, manifest, reference posteriors), ResNet-20 (needs CIFAR-10) and the two that
+# only read other runs' results
+examples_on_cuda() {
+    ls examples/*.py examples/controlled/*.py \
+        | grep -v -E "claims_ledger|gpu_runbook|reference_|results_manifest|resnet_compression|uci_rdp_table|local_reparam_variance_scale" \
+        | xargs -P 8 -I{} sh -c 'n=$(basename {} .py); timeout '"${EXAMPLE_LIMIT:-150}"' python3 {} --quick --device cuda --no-progress --results-dir /tmp/cuda_examples/$n > /tmp/cuda_examples_$n.log 2>&1; echo "$n rc=$?"'
+    for f in /tmp/cuda_examples_*.log; do echo "---- $f"; tail -n 8 "$f"; done
+}
+mkdir -p /tmp/cuda_examples
+export -f examples_on_cuda
+step cuda_examples "$(( ${EXAMPLE_LIMIT:-150} + 20 ))" bash -c examples_on_cuda
+exit 0
