@@ -56,6 +56,14 @@ PRODUCERS = [
     (r"(^|/)claims\.", "examples/claims_ledger.py"),  # issue 23's claims ledger
 ]
 
+#: producers that take no command line of their own: the notebooks run through
+#: scripts/execute_notebook.py (README) and set one torch thread in their first cell; their
+#: settings are their own code (no options)
+DOCUMENTED_RUNS = {
+    notebook: {"command": f"python scripts/execute_notebook.py {notebook}", "threads": "1", "settings": {}}
+    for notebook in ("notebooks/compare_objectives.ipynb", "notebooks/compare_objectives_baselines.ipynb")
+}
+
 #: the reason --waive-stale gives
 WAIVER = "stale: committed before the commits below changed the code it depends on; to regenerate under issue {issue}"
 #: a provenance line: command: `python ...`; commit <hash>[ (... modified ...)]; torch <version>
@@ -136,7 +144,7 @@ def backfill_row(name: str, root: Path, hist, changed: set) -> dict:
     directory = prov.results_dir(root)
     producer = producer_of(name, root)
     depends = prov.depends_of(producer, root) if producer else []
-    recorded = recorded_provenance(name, directory)
+    recorded = {**DOCUMENTED_RUNS.get(producer, {}), **recorded_provenance(name, directory)}
     written = hist.last_commit(f"docs/results/{name}") if hist is not None else None
     newer = name in changed or written is None
     command = recorded.get("command") or (f"{producer} (arguments not recorded)" if producer else "unknown (no script writes such a file)")

@@ -161,7 +161,8 @@ def notes(out: pd.DataFrame, args, runs_path: Path, loaded: dict) -> str:
         f"hidden layer of 50 ReLU units, minibatches of {d['batch_size']}, {args.epochs or d['epochs']} epochs, SGHMC momentum "
         f"{d['momentum']}, the posterior average over {NUM_SAMPLES} thinned samples from the last {1 - d['burn_in']:.0%} of the run; "
         f"SSGL prior v1 = {d['v1']}, a = {d['a']}, b = {d['b']}, nu = lambda = {d['nu']}, v0 and tau_0 per data set as in the "
-        f"authors' table, omega_k = {scale:g} * (k + {offset:g})^-{power:g} (SA) or 1 (EM); annealing tau_k = tau_0 * {uci_sgmcmc.ANNEAL_RATE}^k. "
+        f"authors' table (set for raw targets: on the standardised ones the hidden layer's v0 and v1 are multiplied by the "
+        f"target's sd and its square, which is the authors' prior in these units; the output layer's are as printed), omega_k = {scale:g} * (k + {offset:g})^-{power:g} (SA) or 1 (EM); annealing tau_k = tau_0 * {uci_sgmcmc.ANNEAL_RATE}^k. "
         f"`lr`: the learning rate of lowest validation RMSE among {', '.join(f'{v:g}' for v in args.grid)} (20 % of split "
         f"{args.tune_split}'s training rows held out; `uci_sgmcmc_lr.csv`)." + (" QUICK SMOKE RUN: not a result." if args.quick else ""),
         "`paper_rmse`: Deng et al. (2019), UCI table of the appendix (published, as printed with its ± error). Their protocol: random "

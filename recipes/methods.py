@@ -230,7 +230,7 @@ SAMPLER_DEFAULTS = {"momentum": 0.9, "burn_in": 0.5}
 def spike_and_slab_prior(s):
     """The SSGL prior of Deng et al. (2019) on the weight matrices (biases ``N(0, bias_scale^2)``)."""
     return SpikeAndSlabPrior(
-        s["v0"], s["v1"], sparse=s["sparse"], gaussian_scale=s["bias_scale"],
+        s["v0"], s["v1"], sparse=s["sparse"], layer_scale=s.get("layer_scale"), gaussian_scale=s["bias_scale"],
         nu=s["nu"], lam=s["lam"], a=s["a"], b=s["b"],
     )
 
@@ -258,7 +258,8 @@ def stochastic_approximation(step: Optional[str]):
 
 #: Deng et al. (2019)'s SSGL prior and SA settings (v0: per data set, from the protocol);
 #: ``sparse`` selects the parameters under the spike-and-slab (the rest: N(0, bias_scale^2));
-#: ``kappa0`` / ``kappa1`` start at their Eq. 13 values when ``None``
+#: ``kappa0`` / ``kappa1`` start at their Eq. 13 values when ``None``; a protocol whose v0 was
+#: set for other target units also sets ``layer_scale`` (:func:`recipes.uci_sgmcmc.raw_target_units`)
 SSGL_DEFAULTS = {
     **SAMPLER_DEFAULTS, "sparse": {"expose_parameters": ["weight"]}, "v1": 10.0, "a": 1.0, "b": 10.0, "nu": 1.0, "lam": 1.0, "sigma": 1.0, "bias_scale": 100.0,
     "kappa0": None, "kappa1": None, "update_delta": True,

@@ -228,8 +228,9 @@ class StochasticApproximation(Adaptation):
             beta = sampler.unconstrained(name).detach()
             abs_beta, sq_beta = beta.abs(), beta.square()
             rho = state.rho[name]
-            rho.lerp_(_rho_tilde(abs_beta, sq_beta, sigma, state.delta[name], prior.v0, prior.v1), omega)
-            k0, k1 = kappa_tilde(rho, prior.v0, prior.v1)
+            v0, v1 = prior.v0_of(name), prior.v1_of(name)
+            rho.lerp_(_rho_tilde(abs_beta, sq_beta, sigma, state.delta[name], v0, v1), omega)
+            k0, k1 = kappa_tilde(rho, v0, v1)
             state.kappa0[name].lerp_(k0, omega)
             state.kappa1[name].lerp_(k1, omega)
             l1_norm += torch.dot(state.kappa0[name].reshape(-1), abs_beta.reshape(-1))

@@ -114,6 +114,13 @@ class SpikeAndSlabPrior(Prior):
 
     :param float v0: Laplace scale factor (the Laplace component has scale :math:`\sigma v_0`).
     :param float v1: Gaussian variance factor (variance :math:`\sigma^2 v_1`).
+    :param layer_scale: ``{sparse parameter name: c}``: that parameter's components widen by
+        ``c`` (Laplace scale :math:`\sigma v_0 c`, Gaussian variance :math:`\sigma^2 v_1 c^2`);
+        absent names keep ``c = 1``. This is how hyperparameters set for one unit of the targets
+        carry over to another: :math:`\sigma` is in the targets' unit, the output layer's
+        weights scale with it, a hidden layer's do not, so after dividing the targets by ``s``
+        the hidden layers need ``c = s`` for the same prior (Deng et al. set ``v0`` for raw UCI
+        targets).
     :param sparse: which of a network's selected parameters are sparse (:math:`\mathfrak X`):
         a :class:`~pyrozoo.models.ParameterSelector` or a dict of its keyword arguments,
         e.g. ``{"expose_modules": ["fc1"], "hide_parameters": ["bias"]}`` (the weight of
@@ -135,6 +142,7 @@ class SpikeAndSlabPrior(Prior):
         v1: float,
         *,
         sparse: Union[ParameterSelector, dict, None] = None,
+        layer_scale: Optional[Mapping] = None,
         gaussian_scale: float = 1.0,
         nu: float = 1.0,
         lam: float = 1.0,
@@ -147,6 +155,9 @@ class SpikeAndSlabPrior(Prior):
         super().__init__(selector, **selector_kwargs)
         self.v0 = _positive("v0", v0)
         self.v1 = _positive("v1", v1)
+        if layer_scale is not None and not isinstance(layer_scale, Mapping):
+            raise TypeError(f"layer_scale must be a dict {{sparse parameter name: factor}}, got {type(layer_scale).__name__}")
+        self.layer_scale = {str(name): _positive(f"layer_scale[{name!r}]", c) for name, c in (layer_scale or {}).items()}
         self.gaussian_scale = _positive("gaussian_scale", gaussian_scale)
         self.nu = _positive("nu", nu)
         self.lam = _positive("lam", lam)
@@ -175,8 +186,22 @@ class SpikeAndSlabPrior(Prior):
         sparse = [join_name(m, p) for m, module, p, param in random if self.sparse.is_selected(m, module, p, param)]
         if not sparse:
             raise ValueError(f"{self.sparse!r} selects none of the random parameters {[join_name(m, p) for m, _, p, _ in random]}: no sparse layer")
+        self._check_layer_scale(sparse)
         self._sparse_names = sparse
         return random
+
+    def _check_layer_scale(self, sparse_names) -> None:
+        unknown = sorted(set(self.layer_scale) - set(sparse_names))
+        if unknown:
+            raise ValueError(f"layer_scale names {unknown}, which are not sparse parameters; the sparse ones are {list(sparse_names)}")
+
+    def v0_of(self, name: str) -> float:
+        """The Laplace scale factor of sparse parameter ``name``: :math:`v_0 c` (``layer_scale``)."""
+        return self.v0 * self.layer_scale.get(name, 1.0)
+
+    def v1_of(self, name: str) -> float:
+        """The Gaussian variance factor of sparse parameter ``name``: :math:`v_1 c^2` (``layer_scale``)."""
+        return self.v1 * self.layer_scale.get(name, 1.0) ** 2
 
     @property
     def sparse_names(self):
@@ -194,7 +219,7 @@ class SpikeAndSlabPrior(Prior):
         :math:`\theta^{(1)}` (Algorithm 1) and returns its :class:`SSGLState`.
 
         ``kappa0`` / ``kappa1`` default to their Eq. 13 values at ``rho``,
-        :math:`(1 - \rho)/v_0` and :math:`\rho / v_1`.
+        :math:`(1 - \rho)/v_0` and :math:`\rho / v_1` (per sparse parameter, with its ``layer_scale``).
 
         :param net: the network (or the :class:`~pyrozoo.models.BayesianNeuralNetwork`); for a
             plain Pyro model, ``{site name: shape or tensor}`` of the sparse weight sites the
@@ -209,19 +234,19 @@ class SpikeAndSlabPrior(Prior):
         for name, value in (("rho", rho), ("delta", delta)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
-        kappa0 = (1.0 - rho) / self.v0 if kappa0 is None else kappa0
-        kappa1 = rho / self.v1 if kappa1 is None else kappa1
         for name, value in (("kappa0", kappa0), ("kappa1", kappa1)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value >= 0):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value >= 0)):
                 raise ValueError(f"{name} must be a finite non-negative number, got {value!r}")
         if kappa0 == 0 and kappa1 == 0:
             raise ValueError("kappa0 and kappa1 cannot both be 0: the sparse weights would have a flat prior")
         params = self._sparse_sites(net) if isinstance(net, Mapping) else self._sparse_parameters(getattr(net, "net", net))
         first = next(iter(params.values()))
+        k0 = {n: (1.0 - rho) / self.v0_of(n) if kappa0 is None else kappa0 for n in params}
+        k1 = {n: rho / self.v1_of(n) if kappa1 is None else kappa1 for n in params}
         self.state = SSGLState(
             rho={n: torch.full_like(p, rho).detach() for n, p in params.items()},
-            kappa0={n: torch.full_like(p, kappa0).detach() for n, p in params.items()},
-            kappa1={n: torch.full_like(p, kappa1).detach() for n, p in params.items()},
+            kappa0={n: torch.full_like(p, k0[n]).detach() for n, p in params.items()},
+            kappa1={n: torch.full_like(p, k1[n]).detach() for n, p in params.items()},
             delta={n: torch.tensor(float(delta), device=p.device, dtype=p.dtype) for n, p in params.items()},
             sigma=torch.tensor(float(sigma), device=first.device, dtype=first.dtype),
         )
@@ -249,6 +274,7 @@ class SpikeAndSlabPrior(Prior):
             except TypeError:
                 raise TypeError(f"sparse site {name!r}: give its shape (a tuple of ints) or a tensor, got {spec!r}") from None
             out[name] = torch.zeros(shape)
+        self._check_layer_scale(out)
         self._sparse_names = list(out)
         return out
 
@@ -301,7 +327,7 @@ class SpikeAndSlabPrior(Prior):
         state = self.state
         if name not in state.rho:
             raise RuntimeError(f"the empirical-Bayes state has no entry for sparse parameter {name!r}; call empirical_bayes(net) again")
-        prior = SSGLExpectedLogDensity(state.kappa0[name], state.kappa1[name], state.rho[name], state.sigma, self.v0, self.v1)
+        prior = SSGLExpectedLogDensity(state.kappa0[name], state.kappa1[name], state.rho[name], state.sigma, self.v0_of(name), self.v1_of(name))
         infer = {} if param is None else {INIT_VALUE_KEY: param.detach()}
         return pyro.sample(name, prior.to_event(param.dim() if event_dim is None else event_dim), infer=infer)
 
@@ -314,11 +340,11 @@ class SpikeAndSlabPrior(Prior):
         beta = self._cached(("delta", param.device, param.dtype), lambda: dist.Beta(torch.tensor(self.a, **like), torch.tensor(self.b, **like)))
         delta = pyro.sample(f"{name}.delta", beta)
         gamma = pyro.sample(f"{name}.gamma", dist.Bernoulli(delta).expand(param.shape).to_event(param.dim()))
-        conditional = ElasticNet((1.0 - gamma) / (sigma * self.v0), gamma / (sigma.square() * self.v1))
+        conditional = ElasticNet((1.0 - gamma) / (sigma * self.v0_of(name)), gamma / (sigma.square() * self.v1_of(name)))
         return pyro.sample(name, conditional.to_event(param.dim()), infer={INIT_VALUE_KEY: param.detach()})
 
     def __repr__(self) -> str:
         return (
-            f"{type(self).__name__}(v0={self.v0}, v1={self.v1}, sparse={self.sparse!r}, gaussian_scale={self.gaussian_scale}, "
+            f"{type(self).__name__}(v0={self.v0}, v1={self.v1}, sparse={self.sparse!r}, layer_scale={self.layer_scale}, gaussian_scale={self.gaussian_scale}, "
             f"nu={self.nu}, lam={self.lam}, a={self.a}, b={self.b}, selector={self.selector!r})"
         )

@@ -103,6 +103,8 @@ def test_empirical_bayes_defaults_follow_eq_13():
         ({"a": 0.5}, "a must be >= 1"),
         ({"nu": float("inf")}, "nu"),
         ({"sparse": "fc1"}, "ParameterSelector"),
+        ({"layer_scale": {"0.weight": 0.0}}, "layer_scale"),
+        ({"layer_scale": [2.0]}, "layer_scale must be a dict"),
     ],
 )
 def test_invalid_hyperparameters_raise(kwargs, match):
@@ -121,6 +123,56 @@ def test_invalid_empirical_bayes_initial_values_raise(kwargs, match):
     model = BayesianNeuralNetwork(cnn_like(), prior, Categorical(None))
     with pytest.raises(ValueError, match=match):
         prior.empirical_bayes(model, **kwargs)
+
+
+def test_layer_scale_must_name_sparse_parameters():
+    with pytest.raises(ValueError, match=r"layer_scale names \['2.weight'\], which are not sparse.*\['0.weight'\]"):
+        BayesianNeuralNetwork(cnn_like(), ssgl(layer_scale={"2.weight": 2.0}), Categorical(None))
+
+
+@pytest.mark.parametrize("form", ["empirical-bayes", "hierarchical"])
+def test_layer_scale_carries_the_prior_to_rescaled_targets(form, device):
+    """Dividing the targets by s divides sigma and the output layer's weights by s and leaves
+    the hidden layer's alone. With layer_scale {hidden: s} the prior is the same prior in the
+    new units: the hidden weights' log-density (under sigma / s) is unchanged, the output
+    weights' (divided by s) changes by exactly the Jacobian numel * log s, and the SA's
+    conditional probabilities rho~ and kappa~ (Eq. 12-13) are the same numbers."""
+    from pyrozoo.inference.sgmcmc_sa import kappa_tilde, rho_tilde
+
+    dtype, s, sigma = torch.float64, 7.3, 1.9
+    sparse = {"hide_parameters": ["bias"]}
+    net = cnn_like(device, dtype)
+    weights = {"0.weight": net[0].weight.detach() * 5, "2.weight": net[2].weight.detach() * 5}
+    rescaled = {"0.weight": weights["0.weight"], "2.weight": weights["2.weight"] / s}
+    raw, scaled = ssgl(sparse=sparse), ssgl(sparse=sparse, layer_scale={"0.weight": s})
+    log_prob = {}
+    for key, prior, sig, w in (("raw", raw, sigma, weights), ("scaled", scaled, sigma / s, rescaled)):
+        model = BayesianNeuralNetwork(cnn_like(device, dtype), prior, Categorical(None))
+        x = torch.randn(2, 6, device=device, dtype=dtype)
+        if form == "empirical-bayes":
+            state = prior.empirical_bayes(model, sigma=sig, rho=0.3)
+            trace = poutine.trace(poutine.condition(model, w)).get_trace(x)
+        else:
+            gammas = {f"{n}.gamma": (torch.arange(v.numel(), device=device).reshape(v.shape) % 3 == 0).to(dtype) for n, v in w.items()}
+            fixed = {**w, **gammas, "ssgl.sigma_sq": torch.tensor(sig**2, device=device, dtype=dtype)}
+            trace = poutine.trace(poutine.condition(model, fixed)).get_trace(x)
+        log_prob[key] = {n: trace.nodes[n]["fn"].log_prob(w[n]).sum() for n in w}
+        if form == "empirical-bayes":
+            assert torch.allclose(state.kappa0["0.weight"], torch.full_like(w["0.weight"], 0.7 / prior.v0_of("0.weight")))
+            log_prob[key]["rho"] = {n: rho_tilde(w[n], state.sigma, state.delta[n], prior.v0_of(n), prior.v1_of(n)) for n in w}
+    assert torch.allclose(log_prob["scaled"]["0.weight"], log_prob["raw"]["0.weight"], rtol=1e-12)
+    jacobian = weights["2.weight"].numel() * math.log(s)
+    assert torch.allclose(log_prob["scaled"]["2.weight"], log_prob["raw"]["2.weight"] + jacobian, rtol=1e-12)
+    if form == "empirical-bayes":
+        for n in weights:
+            rho_raw, rho_scaled = log_prob["raw"]["rho"][n], log_prob["scaled"]["rho"][n]
+            assert torch.allclose(rho_scaled, rho_raw, rtol=1e-10) and 0.01 < float(rho_raw.mean()) < 0.99
+            k_raw = kappa_tilde(rho_raw, raw.v0_of(n), raw.v1_of(n))
+            k_scaled = kappa_tilde(rho_scaled, scaled.v0_of(n), scaled.v1_of(n))
+            # kappa~ is in the units of v0 and v1: times c and c^2 over the layer's own units
+            c = s if n == "0.weight" else 1.0
+            assert torch.allclose(k_scaled[0] * c, k_raw[0], rtol=1e-10) and torch.allclose(k_scaled[1] * c**2, k_raw[1], rtol=1e-10)
+        assert scaled.v0_of("0.weight") == raw.v0 * s and scaled.v1_of("0.weight") == raw.v1 * s**2 and scaled.v0_of("2.weight") == raw.v0
 
 
 def test_prior_must_be_attached_before_sampling():

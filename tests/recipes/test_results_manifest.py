@@ -299,6 +299,17 @@ def test_backfill_reads_provenance_lines_and_is_idempotent(repo, script):
     assert script["backfill"](repo, again, hist) == again
 
 
+def test_a_notebooks_results_get_its_documented_command_and_thread_count(repo, script):
+    """A notebook has no command line of its own: its files' rows say how the README runs it."""
+    notebook = "notebooks/compare_objectives.ipynb"
+    write(repo, notebook, json.dumps({"cells": [{"cell_type": "code", "source": ["import torch\n", "torch.set_num_threads(1)\n"]}]}))
+    write(repo, "docs/results/compare_objectives_notebook_summary.csv", "a\n1\n")
+    commit_all(repo, "notebook results")
+    rows = script["backfill"](repo, {}, prov.history(repo))
+    got = rows["compare_objectives_notebook_summary.csv"]
+    assert got["command"] == f"python scripts/execute_notebook.py {notebook}" and got["threads"] == "1" and json.loads(got["settings"]) == {}
+
+
 def test_waive_stale_names_the_commits(repo, script):
     hist = prov.history(repo)
     rows = script["backfill"](repo, {}, hist)

@@ -77,3 +77,18 @@ def test_paper_settings_come_from_the_authors_table():
         rows = table[table.dataset == dataset]
         assert (rows.tau0 == tau_0).all() and (rows.v0 == v0).all()
     assert uci_sgmcmc.PAPER_SETTINGS["wine-quality-red"] == (0.5, 0.01)
+
+
+def test_the_authors_raw_target_v0_is_carried_to_the_standardised_targets(boston_split):
+    """The hidden layer's components widen by the target's sd (the authors' prior in these
+    units), the output layer's keep the table's v0 and v1; a run's prior is built with it."""
+    from recipes import uci_sgmcmc
+    from recipes.methods import method as declaration
+
+    spec = declaration("sghmc-sa")
+    s = uci_sgmcmc.settings(spec, RunConfig(quick=True), split=boston_split)
+    assert s["layer_scale"] == {"0.weight": pytest.approx(float(boston_split.y_std))}
+    model, _ = uci_sgmcmc._model(spec, boston_split, RunConfig(quick=True), s)
+    prior, v0 = model.prior, uci_sgmcmc.PAPER_SETTINGS["bostonHousing"][1]
+    assert prior.v0_of("0.weight") == pytest.approx(v0 * boston_split.y_std) and prior.v0_of("2.weight") == v0
+    assert prior.v1_of("0.weight") == pytest.approx(prior.v1 * boston_split.y_std**2) and prior.v1_of("2.weight") == prior.v1
