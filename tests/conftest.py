@@ -5,6 +5,8 @@ precision matters, ``dtype``. Long experiments carry ``@pytest.mark.slow`` and r
 with ``--runslow``; each has a fast variant that always runs.
 """
 
+from pathlib import Path
+
 import pyro
 import pytest
 import torch
@@ -12,6 +14,19 @@ import torch
 # One intra-op thread: the tests use small tensors, for which thread synchronisation costs
 # more than it saves, and under a loaded machine (or pytest-xdist) it can cost 100x.
 torch.set_num_threads(1)
+
+def _data_root():
+    """The shared data's root as the examples find it ($PYROZOO_DATA_DIR, else shared/data beside
+    the checkout), or a path that does not exist: tests that need the data skip, saying so."""
+    from recipes.paths import default_data_dir
+
+    try:
+        return default_data_dir()
+    except FileNotFoundError:
+        return Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+DATA = _data_root()
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 # cuDNN convolutions default to TF32 (10-bit mantissa) on Ampere and later: the tests compare

@@ -3,7 +3,6 @@
 import gzip
 import re
 import struct
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,9 +10,7 @@ import torch
 
 from pyrozoo.data import load_mnist, read_idx
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-if not (DATA / "MNIST").is_dir():
-    DATA = Path("/work/shared/data")
+from tests.conftest import DATA
 
 needs_data = pytest.mark.skipif(not (DATA / "MNIST" / "raw").is_dir(), reason="shared MNIST data not available")
 

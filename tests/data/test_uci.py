@@ -4,7 +4,6 @@ clear errors for broken copies (built in tmp_path)."""
 import math
 import re
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,9 +11,7 @@ import torch
 
 from pyrozoo.data import UCIDataset, parse_splits
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-if not (DATA / "uci").is_dir():
-    DATA = Path("/work/shared/data")
+from tests.conftest import DATA
 UCI = DATA / "uci"
 
 pytestmark = pytest.mark.skipif(not (UCI / "bostonHousing").is_dir(), reason="shared UCI data not available")

@@ -6,7 +6,6 @@ onto the prior without KL warm-up — and healthy configurations that must stay 
 
 import math
 import warnings
-from pathlib import Path
 
 import pyro
 import pyro.distributions as dist
@@ -45,9 +44,7 @@ from pyrozoo.models import MLP, ARDPrior, BayesianNeuralNetwork, Gaussian, LogUn
 from pyrozoo.models.likelihoods import Categorical
 from tests.inference.cases import conjugate_problem, linear_regression_model, small_bnn
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-if not (DATA / "uci").is_dir():
-    DATA = Path("/work/shared/data")
+from tests.conftest import DATA
 needs_uci = pytest.mark.skipif(not (DATA / "uci" / "bostonHousing").is_dir(), reason="shared UCI data not available")
 
 
