@@ -63,7 +63,7 @@ from pyrozoo.inference import ClosedFormKL_ELBO, collect_parameters, default_opt
 from pyrozoo.inference.posterior_averaging import StepSizeWeightedAverage  # noqa: E402
 from pyrozoo.inference.sample_storage import DiskSamples  # noqa: E402
 from pyrozoo.inference.sgmcmc import model_output  # noqa: E402
-from pyrozoo.inference.training import _state as fit_state  # noqa: E402
+from pyrozoo.inference.training import checkpoint_state as fit_state  # noqa: E402
 from pyrozoo.models import MLP, LeNet5, TwoConvTwoFCNet  # noqa: E402
 from pyrozoo.models.dropout_priors import KLWarmupWarning  # noqa: E402
 from pyrozoo.reporting import to_markdown  # noqa: E402

@@ -203,7 +203,7 @@ def fit(
     loop = EpochLoop(
         batches,
         epochs=epochs,
-        state=lambda: _state(model, guide, opt),
+        state=lambda: checkpoint_state(model, guide, opt),
         checkpoint=checkpoint,
         checkpoint_every=checkpoint_every,
         resume=resume,
@@ -288,8 +288,9 @@ def _store_state_without(module_ids: set) -> dict:
     return {"params": {k: state["params"][k] for k in keep}, "constraints": {k: state["constraints"][k] for k in keep}}
 
 
-def _state(model, guide, opt) -> dict:
-    """fit's own checkpoint entries (the loop adds epoch, history, batch order and random states)."""
+def checkpoint_state(model, guide, opt) -> dict:
+    """What :func:`fit` checkpoints of a run (the loop adds epoch, history, batch order and random
+    states): the modules' state dicts, the rest of the param store, the optimizer's state."""
     return {
         "model": model.state_dict() if isinstance(model, torch.nn.Module) else None,
         "guide": guide.state_dict() if isinstance(guide, torch.nn.Module) else None,
