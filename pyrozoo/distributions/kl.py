@@ -257,9 +257,11 @@ class _SummedNormalKLWithVariances(torch.autograd.Function):
         return tuple(grads)
 
 
-def _compact_prior(p):
-    """``(mp or None when it is 0, sp)`` as 0-d tensors for a prior with one location and
-    scale broadcast over its entries, else ``None``; cached on the (immutable) prior."""
+def _compact_prior_and_key(p):
+    """``((mp or None when it is 0, sp), key)`` for a prior with one location and scale
+    broadcast over its entries (0-d tensors, and a hashable key of their values that groups
+    equal priors), else ``None``; cached on the (immutable) prior, once: ``float`` of a device
+    tensor is a host synchronisation."""
     cached = p.__dict__.get("_pyrozoo_compact")
     if cached is None:
         mp, sp = _compact(p.loc), _compact(p.scale)
@@ -267,7 +269,8 @@ def _compact_prior(p):
             cached = False
         else:
             is_zero = mp.device.type == "cpu" and bool(mp == 0)
-            cached = (None if is_zero else mp, sp)
+            prior = (None if is_zero else mp, sp)
+            cached = (prior, (None if prior[0] is None else float(mp), float(sp), sp.dtype, sp.device))
         p.__dict__["_pyrozoo_compact"] = cached
     return cached or None
 
@@ -276,17 +279,10 @@ def _compact_prior(p):
 def _summed_kl_logscalenormal_normal(q, p):
     """Summed KL of a LogScaleNormal posterior to a Normal prior with one broadcast
     ``(loc, scale)``; ``None`` (use the elementwise rule) for any other prior."""
-    prior = _compact_prior(p)
-    if prior is None or q.loc.shape != q.batch_shape or q.log_scale.shape != q.batch_shape:
+    compact = _compact_prior_and_key(p)
+    if compact is None or q.loc.shape != q.batch_shape or q.log_scale.shape != q.batch_shape:
         return None
-    return _SummedNormalKL.apply(*prior, q.loc, q.log_scale, q.variance)
-
-
-def _prior_key(prior):
-    """A hashable key of a compact prior ``(mp or None, sp)`` (cached beside it: ``float`` of a
-    device tensor is a host synchronisation)."""
-    mp, sp = prior
-    return (None if mp is None else float(mp), float(sp), sp.dtype, sp.device)
+    return _SummedNormalKL.apply(*compact[0], q.loc, q.log_scale, q.variance)
 
 
 def summed_kl_total(pairs, *, provide_variances: bool = False):
@@ -304,13 +300,11 @@ def summed_kl_total(pairs, *, provide_variances: bool = False):
     groups, rest = {}, []
     for q, p in pairs:
         qb, pb = _unwrap_independent(q), _unwrap_independent(p)
-        prior = _compact_prior(pb) if type(qb) is LogScaleNormal and type(pb) is dist.Normal else None
-        if prior is None or qb.loc.shape != qb.batch_shape or qb.log_scale.shape != qb.batch_shape:
+        compact = _compact_prior_and_key(pb) if type(qb) is LogScaleNormal and type(pb) is dist.Normal else None
+        if compact is None or qb.loc.shape != qb.batch_shape or qb.log_scale.shape != qb.batch_shape:
             rest.append((q, p))
             continue
-        key = pb.__dict__.get("_pyrozoo_prior_key")
-        if key is None:
-            key = pb.__dict__["_pyrozoo_prior_key"] = _prior_key(prior)
+        prior, key = compact
         group = groups.setdefault(key, (prior, [], []))
         if provide_variances and "variance" not in qb.__dict__:
             group[2].append(qb)
