@@ -76,7 +76,10 @@ class BayesianCompressionGuide(SitewiseGuide):
     #: weight posteriors as :class:`~pyrozoo.distributions.noncentred_normal.NoncentredNormal`,
     #: whose KL to the prior ``N(0, z^2)`` is summed per group; ``False`` gives the reference
     #: computation they are tested and timed against (a ``LogScaleNormal`` and the registered
-    #: elementwise Normal KL): the same numbers to rounding, at a higher cost per step
+    #: elementwise Normal KL): the same numbers to rounding, at a higher cost per step on a CPU.
+    #: On CUDA the reference is used either way: there kernel launches, not memory traffic, set
+    #: the cost, and the fused node's extra launches made the step slower (H200, LeNet-300-100,
+    #: batch 100: BC-GNJ 9.2 against 8.0 ms, BC-GHS 16.7 against 16.0 ms; benchmarks/step_overhead.py)
     fused = True
 
     @property
@@ -164,7 +167,7 @@ class BayesianCompressionGuide(SitewiseGuide):
         key = info.key
         scale = self.prior.weight_scale(name, values)
         mu, log_sigma2 = self._modules["locs"][key], self._modules["log_sigma2"][key]
-        if self.fused:
+        if self.fused and not mu.is_cuda:
             return NoncentredNormal(scale, mu, log_sigma2, with_kl=torch.is_grad_enabled()).to_event(info.event_dim)
         return LogScaleNormal(scale * mu, scale.abs().clamp_min(SCALE_FLOOR).log() + 0.5 * log_sigma2).to_event(info.event_dim)
 

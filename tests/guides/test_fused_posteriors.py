@@ -115,3 +115,19 @@ def test_fused_posteriors_are_the_default():
     with torch.no_grad():
         # no KL is computed for prediction
         assert guide.posterior("0.weight").base_dist._kl is None
+
+
+@pytest.mark.parametrize("method", ["bc-gnj", "bc-ghs"])
+def test_bayesian_compression_fuses_on_cpus_only(method, device):
+    """On CUDA the reference weight posterior is the faster one (launch-bound): taken there
+    whatever ``fused`` says; on a CPU the fused one."""
+    from pyro import poutine
+
+    from pyrozoo.distributions.noncentred_normal import NoncentredNormal
+
+    model, guide, x, y = _setup(method, conv=False)
+    model.to(device)
+    guide.to(device)
+    trace = poutine.trace(guide).get_trace(x.to(device), y.to(device))
+    weights = [site["fn"].base_dist for name, site in trace.nodes.items() if site["type"] == "sample" and name.endswith("weight")]
+    assert weights and all(isinstance(w, NoncentredNormal) == (device.type == "cpu") for w in weights)
