@@ -73,6 +73,7 @@ from scipy import stats
 
 from pyrozoo.data import UCIDataset, parse_splits
 from pyrozoo.inference import evaluate
+from pyrozoo.inference.diagnostics import DivergenceError
 from pyrozoo.inference.sample_storage import InMemorySamples, SampleGuide
 from pyrozoo.inference.sgmcmc_sa import StochasticApproximation
 from pyrozoo.inference.step_sizes import Geometric
@@ -272,7 +273,9 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for name in [v for v in VARIANTS if v in set(runs.variant)]:
         group = runs[runs.variant == name]
-        row = {"variant": name, "lr": float(group.lr.iloc[0]), "splits": len(group),
+        diverged = int((group.status == "diverged").sum())
+        group = group[group.status == "ok"]
+        row = {"variant": name, "lr": float(runs[runs.variant == name].lr.iloc[0]), "splits": len(group), "diverged": diverged,
                "rmse": group.rmse.mean(), "rmse_last": group.rmse_last.mean(), "test_ll": group.test_ll.mean()}
         for col in ("rmse", "rmse_last"):
             m, se, _ = paired(runs, name, REFERENCE, col)
@@ -316,8 +319,9 @@ def verdict(summary: pd.DataFrame, sa_discrepancy: float) -> str:
         d, se = by.loc[name, "rmse_minus_a_sghmc"], by.loc[name, "rmse_minus_a_sghmc_se"]
         is_sa = VARIANTS[name][0] == VARIANTS[RECIPE_SA][0]
         sa_state = f" (spike fraction {by.loc[name, 'spike_fraction']:.2f}, sigma {by.loc[name, 'sigma']:.3f})" if is_sa else " (A-SGHMC, no SSGL prior)"
-        effects.append(f"{name} {d:+.3f} +- {se:.3f}{sa_state}")
-        if is_sa and _closes(gap, d, se, t):
+        diverged = int(by.loc[name, "diverged"])
+        effects.append(f"{name} {d:+.3f} +- {se:.3f}{sa_state}" + (f", DIVERGED on {diverged} split(s), left out of its mean" if diverged else ""))
+        if is_sa and not diverged and _closes(gap, d, se, t):
             closing.append(name)
     if _closes(gap, last, last_se, t):
         closing.append("the authors' last-iterate readout")
@@ -364,7 +368,13 @@ def main(argv=None):
     for k in splits:
         split = data.split(k).to(config.device, config.dtype)  # as recipes.uci.run_split
         for name in variants:
-            row = run_variant(name, split, rates[VARIANTS[name][1]], config)
+            started_run = time.perf_counter()
+            try:
+                row = {**run_variant(name, split, rates[VARIANTS[name][1]], config), "status": "ok"}
+            except DivergenceError as e:  # a setting that diverges is a finding, recorded, not a valid run
+                rows.append({"variant": name, "split": k, "lr": rates[VARIANTS[name][1]], "status": "diverged", "seconds": time.perf_counter() - started_run})
+                print(f"split {k} {name:20s} DIVERGED: {str(e).splitlines()[0]}", flush=True)
+                continue
             rows.append(row)
             print(f"split {k} {name:20s} rmse {row['rmse']:.3f} last {row['rmse_last']:.3f} spike {row.get('spike_fraction', math.nan):.2f} "
                   f"sigma {row.get('sigma', math.nan):.3f} ({row['seconds']:.1f} s)", flush=True)
@@ -386,7 +396,7 @@ def main(argv=None):
         "to the recipe's A-SGHMC-SA. SA state at the end of the run, mean over splits: spike_fraction = share of weights with "
         "rho < 1/2, sigma (standardised-target units), delta_mean, small_weight_fraction = share of weights below their layer's sigma v0. "
         f"A variant closes the gap when it removes >= {CLOSE_SHARE:.0%} of it and its difference to A-SGHMC is not significantly "
-        "positive (95 % t-interval). Per-run rows: sgmcmc_sa_uci_runs.csv.\n\n"
+        "positive (95 % t-interval) and none of its runs diverged; a diverged run (status in the per-run file) is left out of the means and named in the verdict. Per-run rows: sgmcmc_sa_uci_runs.csv.\n\n"
         + provenance_line(script, depends, time.perf_counter() - started)
     )
     print(to_markdown(summary, floatfmt=".4g"))

@@ -3,6 +3,7 @@ script's run is the recipe's, pyrozoo's SA step equals an independent one writte
 paper's equations, and the verdict follows the numbers."""
 
 import math
+import re
 import runpy
 
 import numpy as np
@@ -88,8 +89,7 @@ VERDICT_CASES = [
 ]
 
 
-@pytest.mark.parametrize("name, gap, gaps, last_gap, discrepancy, head, named", VERDICT_CASES, ids=[c[0] for c in VERDICT_CASES])
-def test_the_verdict_follows_synthetic_numbers(script, name, gap, gaps, last_gap, discrepancy, head, named):
+def synthetic_runs(script, gap, gaps, last_gap):
     noise = np.array([0.05, -0.04, 0.02, -0.03, 0.0])  # split-to-split noise of the differences
     base = np.array([2.4, 2.6, 3.1, 2.2, 4.0])
     shift = {v: gap for v in script["VARIANTS"]}
@@ -100,11 +100,28 @@ def test_the_verdict_follows_synthetic_numbers(script, name, gap, gaps, last_gap
             jitter = noise[k] if v != "a-sghmc" else 0.0
             rmse = base[k] + d + jitter
             rmse_last = base[k] + (last_gap if v == "a-sghmc-sa" else d) + jitter
-            rows.append({"variant": v, "split": k, "lr": 1e-5, "rmse": rmse, "rmse_last": rmse_last, "test_ll": -2.5,
+            rows.append({"variant": v, "split": k, "lr": 1e-5, "rmse": rmse, "rmse_last": rmse_last, "test_ll": -2.5, "status": "ok",
                          "spike_fraction": 0.9, "rho_mean": 0.1, "sigma": 0.3, "delta_mean": 0.1, "small_weight_fraction": 0.8})
-    summary = script["summarise"](pd.DataFrame(rows))
+    return rows
+
+
+@pytest.mark.parametrize("name, gap, gaps, last_gap, discrepancy, head, named", VERDICT_CASES, ids=[c[0] for c in VERDICT_CASES])
+def test_the_verdict_follows_synthetic_numbers(script, name, gap, gaps, last_gap, discrepancy, head, named):
+    summary = script["summarise"](pd.DataFrame(synthetic_runs(script, gap, gaps, last_gap)))
     text = script["verdict"](summary, discrepancy)
     assert text.startswith(head)
     first = text.split(". ")[0]
     for variant in list(script["VARIANTS"]) + ["last-iterate readout"]:
         assert (variant in first) == (variant == named)
+
+
+def test_a_variant_that_diverged_is_named_and_closes_nothing(script):
+    """The "setting" case, but the closing variant diverged on a sixth split: its mean is over
+    the five valid runs, the verdict names the divergence and does not credit it."""
+    rows = synthetic_runs(script, 0.6, {"sa-raw-scale-prior": 0.0}, 0.6)
+    rows.append({"variant": "sa-raw-scale-prior", "split": 5, "lr": 1e-5, "status": "diverged"})
+    summary = script["summarise"](pd.DataFrame(rows)).set_index("variant")
+    assert summary.loc["sa-raw-scale-prior", "diverged"] == 1 and summary.loc["sa-raw-scale-prior", "splits"] == 5
+    assert math.isfinite(summary.loc["sa-raw-scale-prior", "rmse"]) and summary.loc["a-sghmc-sa", "diverged"] == 0
+    text = script["verdict"](summary.reset_index(), 1e-7)
+    assert text.startswith("UNDECIDED") and re.search(r"sa-raw-scale-prior [+-]0\.0\d\d \+- [\d.]+ \([^)]*\), DIVERGED on 1 split\(s\)", text)
