@@ -37,7 +37,7 @@ step cuda_tests "${CUDA_TESTS_LIMIT:-280}" $PYTEST -n 12 -k cuda tests
 step cuda_only_tests "${CUDA_ONLY_LIMIT:-100}" $PYTEST -n 4 tests/test_save_load.py \
     "tests/test_distributed.py::test_cuda_chain_has_the_cpu_chains_statistics" \
     "tests/test_distributed.py::test_nccl_data_parallel_fit_follows_the_one_process_fit"
-step step_overhead "${BENCH_LIMIT:-55}" python3 benchmarks/step_overhead.py --device cuda --rounds 10
+step step_overhead "${STEP_LIMIT:-90}" python3 benchmarks/step_overhead.py --device cuda --rounds 10  # 52 s on an H200
 step vmf_sampling "${BENCH_LIMIT:-55}" python3 benchmarks/vmf_sampling.py --device cuda --layer
 step dsivi_cost "${BENCH_LIMIT:-55}" python3 benchmarks/dsivi_cost.py --device cuda
 
