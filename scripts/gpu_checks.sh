@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The checks a session lent a GPU runs in one call (each step under its own time limit, so one
 # hang cannot eat the others' time): the CUDA cases of the test suite (every test parametrized
-# over devices, plus the CUDA-only save/load, parity and NCCL tests), then the step, vMF and
-# DSIVI benchmarks on the GPU. Logs and tables go to $OUT (default /tmp/gpu_checks).
+# over devices, plus the CUDA-only save/load, parity and NCCL tests), the step, vMF and DSIVI
+# benchmarks on the GPU, a one-minute slice of the runbook's first leg and every example's
+# --quick configuration. Logs and tables go to $OUT (default /tmp/gpu_checks).
 #
 #   bash scripts/gpu_checks.sh            # on the GPU machine, from the repository root
 #
@@ -40,6 +41,15 @@ step cuda_only_tests "${CUDA_ONLY_LIMIT:-100}" $PYTEST -n 4 tests/test_save_load
 step step_overhead "${STEP_LIMIT:-90}" python3 benchmarks/step_overhead.py --device cuda --rounds 10  # 52 s on an H200
 step vmf_sampling "${BENCH_LIMIT:-55}" python3 benchmarks/vmf_sampling.py --device cuda --layer
 step dsivi_cost "${BENCH_LIMIT:-55}" python3 benchmarks/dsivi_cost.py --device cuda
+
+# the runbook's first leg for a minute, then its status: a leg slice cut at its limit on a real GPU
+# (marked partial, resumable), and the seconds it took for the runbook's time guesses
+runbook_slice() {
+    python3 examples/gpu_runbook.py --next --limit "${RUNBOOK_LIMIT:-60}" --grace 20 --results-dir /tmp/runbook/results --run-dir /tmp/runbook/runs
+    python3 examples/gpu_runbook.py --status --results-dir /tmp/runbook/results --run-dir /tmp/runbook/runs | head -n 8
+}
+export -f runbook_slice
+step runbook_slice "$(( ${RUNBOOK_LIMIT:-60} + 60 ))" bash -c runbook_slice
 
 # every example's --quick configuration on the GPU, 8 at a time; left out: the harness scripts
 # (ledger, runbook, manifest, reference posteriors), ResNet-20 (needs CIFAR-10) and the two that
