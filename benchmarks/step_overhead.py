@@ -11,6 +11,7 @@ Pyro recipe (``AutoNormal`` + ``Trace_ELBO`` + ``pyro.optim.Adam`` through ``SVI
     python benchmarks/step_overhead.py                  # LeNet-300-100, batch 100
     python benchmarks/step_overhead.py --cases mfvi-lrt --rounds 30
     python benchmarks/step_overhead.py --arch lenet5 --cases sparse-vd-lrt
+    python benchmarks/step_overhead.py --arch tiny      # the fixed cost per step, without arithmetic
 """
 
 import argparse
@@ -31,13 +32,15 @@ from pyrozoo.guides.bayesian_compression import BayesianCompressionGuide  # noqa
 from pyrozoo.guides.variational_dropout import SparseVariationalDropoutGuide  # noqa: E402
 from pyrozoo.inference import ClosedFormKL_ELBO, collect_parameters, default_optimizer, training_step  # noqa: E402
 from pyrozoo.inference.elbo import ReferenceClosedFormKL_ELBO  # noqa: E402
-from pyrozoo.models import BayesianNeuralNetwork, Categorical, LeNet5, LeNet300100, NormalPrior  # noqa: E402
+from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical, LeNet5, LeNet300100, NormalPrior  # noqa: E402
 from pyrozoo.models.compression_priors import GroupHorseshoePrior, GroupNormalJeffreysPrior  # noqa: E402
 from pyrozoo.models.dropout_priors import LogUniformPrior  # noqa: E402
 from pyrozoo.poutine.weight_noise import local_reparameterization_reference  # noqa: E402
 from pyrozoo.reporting import to_markdown  # noqa: E402
 
-ARCHS = {"lenet300": (LeNet300100, (784,)), "lenet5": (LeNet5, (1, 28, 28))}
+#: ``tiny`` (an 8-8-8-10 MLP) has almost no arithmetic: its ratios are the per-step fixed cost
+#: (Python, autograd, optimizer calls), the part of the LeNet ratios no kernel work removes
+ARCHS = {"lenet300": (LeNet300100, (784,)), "lenet5": (LeNet5, (1, 28, 28)), "tiny": (lambda: MLP(8, [8, 8], 10), (8,))}
 NUM_TRAIN = 60000
 
 
