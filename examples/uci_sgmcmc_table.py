@@ -64,6 +64,8 @@ VALIDATION_FRACTION = 0.2
 #: thinned posterior samples each run predicts with, in tuning and on the standard splits
 NUM_SAMPLES = 100
 LR_COLUMNS = ["dataset", "method", "lr", "val_rmse", "val_test_ll"]
+#: the authors' readout of every run (the last stored draw), beside the posterior average
+LAST_ITERATE_COLUMNS = ("rmse_last", "test_ll_last")
 #: the columns that compare with the authors' table, absent when none of its data sets is
 PAPER_COLUMNS = ["paper_rmse", "paper_rmse_se", "minus_paper", "z", "paper_rank"]
 
@@ -132,17 +134,21 @@ def chosen_rates(tuning: pd.DataFrame, grid) -> pd.DataFrame:
 
 
 def table(runs: pd.DataFrame, rates: pd.DataFrame) -> pd.DataFrame:
-    ours = mean_and_stderr(runs, ["dataset", "method"], ["rmse", "test_ll"]).rename(columns={"n": "splits"})
+    if "rmse_last" not in runs:  # runs written before the last-iterate readout was recorded
+        runs = runs.assign(rmse_last=math.nan)
+    ours = mean_and_stderr(runs, ["dataset", "method"], ["rmse", "test_ll", "rmse_last"]).rename(columns={"n": "splits"})
     paper = paper_table()[["dataset", "method", "rmse", "rmse_se"]].rename(columns={"rmse": "paper_rmse", "rmse_se": "paper_rmse_se"})
     out = ours.merge(rates[["dataset", "method", "lr"]], on=["dataset", "method"], how="left").merge(paper, on=["dataset", "method"], how="left")
     out["minus_paper"] = out.rmse - out.paper_rmse
     out["z"] = out.minus_paper / (out.rmse_se.pow(2) + out.paper_rmse_se.pow(2)).pow(0.5)
     out["rank"] = out.groupby("dataset").rmse.rank(method="min").astype(int)
+    out["rank_last"] = out.groupby("dataset").rmse_last.rank(method="min").astype("Int64")
     out["paper_rank"] = out.groupby("dataset").paper_rmse.rank(method="min").astype("Int64")
     order_d = {d: i for i, d in enumerate(DATASETS)}
     order_m = {m: i for i, m in enumerate(METHODS)}
     out = out.assign(_d=out.dataset.map(order_d), _m=out.method.map(order_m)).sort_values(["_d", "_m"]).drop(columns=["_d", "_m"])
-    columns = ["dataset", "method", "lr", "splits", "rmse", "rmse_se", "test_ll", "test_ll_se", "paper_rmse", "paper_rmse_se", "minus_paper", "z", "rank", "paper_rank"]
+    columns = ["dataset", "method", "lr", "splits", "rmse", "rmse_se", "test_ll", "test_ll_se", "rmse_last", "rmse_last_se", "paper_rmse", "paper_rmse_se",
+               "minus_paper", "z", "rank", "rank_last", "paper_rank"]
     if out.paper_rmse.isna().all():  # only a user's data sets: nothing of the authors' to compare with
         columns = [c for c in columns if c not in PAPER_COLUMNS]
     return out[columns].reset_index(drop=True)
@@ -153,6 +159,10 @@ def notes(out: pd.DataFrame, args, runs_path: Path, loaded: dict) -> str:
     scale, power, offset = d["omega"]
     best = out.loc[out.groupby("dataset").rmse.idxmin()]
     best_text = "; ".join(f"{r.dataset}: {r.method}" for r in best.itertuples())
+    best_last = out.dropna(subset=["rmse_last"])
+    best_last = best_last.loc[best_last.groupby("dataset").rmse_last.idxmin()] if not best_last.empty else best_last
+    best_last_text = "; ".join(f"{r.dataset}: {r.method}" for r in best_last.itertuples()) or "not recorded"
+
     paper = "paper_rmse" in out
     own = own_data_note(loaded[name] for name in dict.fromkeys(out.dataset))  # a user's data sets, which the authors did not run
     return "\n\n".join(part for part in [
@@ -164,13 +174,15 @@ def notes(out: pd.DataFrame, args, runs_path: Path, loaded: dict) -> str:
         f"authors' table (set for raw targets: on the standardised ones the hidden layer's v0 and v1 are multiplied by the "
         f"target's sd and its square, which is the authors' prior in these units; the output layer's are as printed), omega_k = {scale:g} * (k + {offset:g})^-{power:g} (SA) or 1 (EM); annealing tau_k = tau_0 * {uci_sgmcmc.ANNEAL_RATE}^k. "
         f"`lr`: the learning rate of lowest validation RMSE among {', '.join(f'{v:g}' for v in args.grid)} (20 % of split "
-        f"{args.tune_split}'s training rows held out; `uci_sgmcmc_lr.csv`)." + (" QUICK SMOKE RUN: not a result." if args.quick else ""),
+        f"{args.tune_split}'s training rows held out; `uci_sgmcmc_lr.csv`). `rmse_last`: the same runs read out as the authors "
+        f"do, with the last stored draw alone (mean ± standard error over the splits); `rank_last` ranks by it."
+        + (" QUICK SMOKE RUN: not a result." if args.quick else ""),
         "`paper_rmse`: Deng et al. (2019), UCI table of the appendix (published, as printed with its ± error). Their protocol: random "
         "90/10 scikit-learn splits (not the standard ones), raw targets, the last iterate at epoch 200, one learning rate for all "
         "data sets; their Energy is the cooling load, the standard splits' is the heating load, so that row compares different "
         "targets. `minus_paper` = ours - theirs; `z` divides it by the two standard errors combined. `rank`: 1 = lowest RMSE "
         "within the data set (ours); `paper_rank` the same in their table, where A-SGHMC-SA ranks first on all five." if paper else "",
-        f"Lowest RMSE here: {best_text}." + (f" {own} Not in the authors' table, so v0 = 0.1 and tau_0 = 1 for them." if own else ""),
+        f"Lowest RMSE here: {best_text}; with the last iterate: {best_last_text}." + (f" {own} Not in the authors' table, so v0 = 0.1 and tau_0 = 1 for them." if own else ""),
     ] if part)
 
 
@@ -256,7 +268,8 @@ def main(argv=None):
         # split by split over every data set, resuming from the runs file
         splits = parse_splits(args.splits, max(loaded[d].n_splits for d in args.datasets))
         config = RunConfig(epochs=args.epochs, num_samples=NUM_SAMPLES, device=device_from_args(args), seed=args.seed, quick=args.quick, progress=not args.no_progress)
-        sweep(args.methods, [loaded[d] for d in args.datasets], splits, runs_path, config=config, settings=lambda dataset, method: {"lr": lr[dataset, method]}, data_dir=args.data_dir)
+        sweep(args.methods, [loaded[d] for d in args.datasets], splits, runs_path, config=config, settings=lambda dataset, method: {"lr": lr[dataset, method]},
+              data_dir=args.data_dir, extra_columns=LAST_ITERATE_COLUMNS)
     runs = read_results(runs_path, missing_ok=False)
     runs = runs[runs.dataset.isin(args.datasets) & runs.method.isin(args.methods)]
     if runs.empty:

@@ -9,7 +9,7 @@ import dataclasses
 import math
 import time
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Optional, Union
+from typing import Callable, Iterable, Mapping, Optional, Sequence, Union
 
 import pandas as pd
 import pyro
@@ -78,6 +78,7 @@ def sweep(
     resume: bool = True,
     splits_outermost: bool = True,
     log: Optional[Callable[[str], None]] = _print_now,
+    extra_columns: Sequence[str] = (),
 ) -> pd.DataFrame:
     """Runs every method on every split of every data set and returns all rows of ``out``
     (:data:`RESULT_COLUMNS`), which is rewritten (atomically) after every run, so an
@@ -100,6 +101,8 @@ def sweep(
         sweep has every data set and method on the splits it finished), else data sets,
         splits, methods.
     :param log: gets one line per finished run (default: printed at once; ``None``: silent).
+    :param extra_columns: further numbers a method's result reports (e.g. a second readout),
+        written after :data:`RESULT_COLUMNS` (blank for a run that does not report them).
     """
     methods, datasets = list(dict.fromkeys(methods)), list(dict.fromkeys(datasets))
     if not methods or not datasets:
@@ -131,6 +134,7 @@ def sweep(
     # an unreadable ``out`` is an error, not a result (nor silently overwritten): read before any run
     rows = read_results(out).to_dict("records") if resume else []
     done = {(r["dataset"], r["method"], int(r["split"])) for r in rows}
+    columns = RESULT_COLUMNS + [c for c in extra_columns if c not in RESULT_COLUMNS]
     # a diverged run ends as the method's own error (e.g. FloatingPointError), not as Pyro's
     # argument validation failing on a non-finite value
     pyro.enable_validation(False)
@@ -154,12 +158,13 @@ def sweep(
                 # recorded as diverged, never as a result, and the sweep goes on
                 result = {"rmse": math.nan, "test_ll": math.nan, "train_seconds": time.perf_counter() - t0, "status": "diverged"}
                 failure = f" ({e})"
-            row = {"dataset": dataset_name, "method": method, "split": split_index, **{k: result[k] for k in ("rmse", "test_ll", "train_seconds")}, "status": result.get("status", "ok")}
+            row = {"dataset": dataset_name, "method": method, "split": split_index, **{k: result[k] for k in ("rmse", "test_ll", "train_seconds")}, "status": result.get("status", "ok"),
+                   **{k: result.get(k, math.nan) for k in extra_columns}}
             rows.append(row)
             if not is_main():  # under torchrun every rank runs the sweep; rank 0 logs and writes
                 continue
             if log is not None:
                 flag = "" if row["status"] == "ok" else f"  {row['status'].upper()}: not a valid result{failure}"
                 log(f"{dataset_name:28s} {method:10s} split {split_index:2d}  rmse {row['rmse']:.4f}  test_ll {row['test_ll']:.4f}  ({row['train_seconds']:.1f} s){flag}")
-            atomic.write_csv(pd.DataFrame(rows, columns=RESULT_COLUMNS), out)
-    return pd.DataFrame(rows, columns=RESULT_COLUMNS)
+            atomic.write_csv(pd.DataFrame(rows, columns=columns), out)
+    return pd.DataFrame(rows, columns=columns)

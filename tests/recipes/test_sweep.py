@@ -67,6 +67,25 @@ def test_sweep_resumes_and_can_run_data_sets_outermost(fake_runs, tmp_path):
     assert list(fresh.split) == [2] and list(sweep.read_results(out).split) == [2]
 
 
+def test_extra_columns_are_written_and_kept_on_resume(monkeypatch, tmp_path):
+    """A second readout a method reports travels into the file after the standard columns; a run
+    that does not report it gets a blank, and resumed rows keep theirs."""
+
+    def run(method, split, config):
+        extra = {"rmse_last": 10.0 + split.split} if method == "map" else {}
+        return {"rmse": float(split.split), "test_ll": -1.0, "train_seconds": 0.5, **extra}
+
+    monkeypatch.setattr(sweep, "UCIDataset", _FakeDataset)
+    monkeypatch.setattr(sweep, "run_split", run)
+    out = tmp_path / "runs.csv"
+    sweep.sweep(["map"], ["bostonHousing"], [0], out, data_dir=tmp_path, log=None, extra_columns=["rmse_last"])
+    table = sweep.sweep(["map", "mfvi"], ["bostonHousing"], [0, 1], out, data_dir=tmp_path, log=None, extra_columns=["rmse_last"])
+    assert list(table.columns) == sweep.RESULT_COLUMNS + ["rmse_last"]
+    read = sweep.read_results(out).set_index(["method", "split"])
+    assert read.loc[("map", 0), "rmse_last"] == 10.0 and read.loc[("map", 1), "rmse_last"] == 11.0
+    assert read.loc[("mfvi", 0), "rmse_last"] != read.loc[("mfvi", 0), "rmse_last"]  # blank: NaN
+
+
 def test_sweep_refuses_what_it_cannot_run_before_any_run(fake_runs, tmp_path):
     for methods, datasets, splits, match in [
         ([], ["bostonHousing"], [0], "nothing to run"),

@@ -24,6 +24,8 @@ def test_quick_run_reports_original_unit_metrics(method, boston_split):
     baseline = float((boston_split.to_original_units(boston_split.y_test) - boston_split.y_mean).square().mean().sqrt())
     assert 0 < result["rmse"] < baseline
     assert result["samples"] == 10
+    # the authors' readout too: the last draw alone, a different (noisier) prediction
+    assert math.isfinite(result["rmse_last"]) and math.isfinite(result["test_ll_last"]) and result["rmse_last"] != result["rmse"]
 
 
 def test_overrides_reach_the_sampler(boston_split):
