@@ -118,8 +118,10 @@ def _model(spec: MethodSpec, split: UCISplit, config: RunConfig, s: Settings):
     return model, spec.adaptations(model, s)
 
 
-def run(spec: MethodSpec, annealed: bool, split: UCISplit, config: RunConfig) -> dict:
-    """Samples ``spec`` on ``split`` and predicts with the thinned draws of the run's second half."""
+def sample(spec: MethodSpec, annealed: bool, split: UCISplit, config: RunConfig):
+    """Samples ``spec`` on ``split``: ``(model, sampler, samples)``, the thinned draws of the
+    run's second half (what :func:`run` reads out; the sampler and the model's prior hold the
+    run's final state, e.g. the SA's latent variables)."""
     s = settings(spec, config, split=split)
     pyro.clear_param_store()
     pyro.set_rng_seed(config.seed + split.split)
@@ -139,13 +141,25 @@ def run(spec: MethodSpec, annealed: bool, split: UCISplit, config: RunConfig) ->
         (split.x_train, split.y_train.unsqueeze(-1)), num_steps=steps, batch_size=batch_size, burn_in=burn_in,
         thin=max(1, (steps - burn_in) // num_samples), sink=sink, seed=config.seed + split.split, progress=config.progress,
     )
-    samples = sink.load()
+    return model, sampler, sink.load()
+
+
+def readouts(model, samples: dict, split: UCISplit, config: RunConfig) -> dict:
+    """RMSE and test log-likelihood in the original units with the posterior average of
+    ``samples``, and with the authors' readout, the last stored draw alone (their uci_run.py
+    predicts with the final iterate): ``rmse_last``, ``test_ll_last``."""
     x, y = split.x_test, split.y_test.unsqueeze(-1)
-    result = evaluate(model, SampleGuide(samples, device=config.device), x, y, num_samples=len(sink), y_scale=split.y_std, y_shift=split.y_mean)
-    # the authors' readout: the last stored draw alone (their uci_run.py predicts with the final iterate)
+    count = len(next(iter(samples.values())))
+    result = evaluate(model, SampleGuide(samples, device=config.device), x, y, num_samples=count, y_scale=split.y_std, y_shift=split.y_mean)
     last = evaluate(model, SampleGuide({k: v[-1:] for k, v in samples.items()}, device=config.device), x, y, num_samples=1, y_scale=split.y_std, y_shift=split.y_mean)
-    result.update(samples=len(sink), rmse_last=last["rmse"], test_ll_last=last["test_ll"])
+    result.update(samples=count, rmse_last=last["rmse"], test_ll_last=last["test_ll"])
     return result
+
+
+def run(spec: MethodSpec, annealed: bool, split: UCISplit, config: RunConfig) -> dict:
+    """Samples ``spec`` on ``split`` and reads the draws out (:func:`sample`, :func:`readouts`)."""
+    model, _, samples = sample(spec, annealed, split, config)
+    return readouts(model, samples, split, config)
 
 
 #: name: (declaration of :mod:`recipes.methods`, annealed)

@@ -72,11 +72,8 @@ import torch
 from scipy import stats
 
 from pyrozoo.data import UCIDataset, parse_splits
-from pyrozoo.inference import evaluate
 from pyrozoo.inference.diagnostics import DivergenceError
-from pyrozoo.inference.sample_storage import InMemorySamples, SampleGuide
 from pyrozoo.inference.sgmcmc_sa import StochasticApproximation
-from pyrozoo.inference.step_sizes import Geometric
 from pyrozoo.models.spike_and_slab import SpikeAndSlabPrior
 from pyrozoo.reporting import save_table, to_markdown
 from pyrozoo.utils import set_seed
@@ -219,37 +216,22 @@ def table_rates(path) -> dict:
 
 
 def run_variant(name: str, split, lr: float, config: RunConfig) -> dict:
-    """The recipe's run (:func:`recipes.uci_sgmcmc.run`, annealed, step by step the same) of
-    variant ``name``, read out as the posterior average and as the last iterate, with the SA
-    state at the end."""
+    """The recipe's run (:func:`recipes.uci_sgmcmc.sample`, annealed) of variant ``name``, read
+    out as the recipe does (the posterior average and the last iterate), with the SA state at
+    the end."""
     decl, _, extra = VARIANTS[name]
     spec = declaration(decl)
     paper_v0 = uci_sgmcmc.PAPER_SETTINGS[DATASET][1]
     extra = extra(split.y_std, paper_v0) if callable(extra) else dict(extra)
     config = RunConfig(epochs=config.epochs, lr=lr, num_samples=config.num_samples, seed=config.seed, quick=config.quick, progress=config.progress, extra=extra)
     set_seed(config.seed + split.split)  # as recipes.uci.run_split
-    s = uci_sgmcmc.settings(spec, config, split=split)
-    pyro.clear_param_store()
-    pyro.set_rng_seed(config.seed + split.split)
-    model, adaptations = uci_sgmcmc._model(spec, split, config, s)
-    epochs = min(s["epochs"], uci_sgmcmc.QUICK_EPOCHS) if config.quick else s["epochs"]
-    steps = epochs * math.ceil(len(split.y_train) / s["batch_size"])
-    tau = Geometric(uci_sgmcmc.PAPER_SETTINGS[DATASET][0], uci_sgmcmc.ANNEAL_RATE)
-    sampler = spec.sampler(model, s, s.pick("lr", spec.sampler_family), inverse_temperature=tau, adaptations=adaptations)
-    burn_in = int(s["burn_in"] * steps)
-    num_samples = max(1, min(s["num_samples"], steps - burn_in))
-    sink = InMemorySamples()
     started = time.perf_counter()
-    sampler.run((split.x_train, split.y_train.unsqueeze(-1)), num_steps=steps, batch_size=s["batch_size"], burn_in=burn_in,
-                thin=max(1, (steps - burn_in) // num_samples), sink=sink, seed=config.seed + split.split, progress=config.progress)
-    samples = sink.load()
-    x, y = split.x_test, split.y_test.unsqueeze(-1)
-    avg = evaluate(model, SampleGuide(samples, device=config.device), x, y, num_samples=len(sink), y_scale=split.y_std, y_shift=split.y_mean)
-    last = evaluate(model, SampleGuide({k: v[-1:] for k, v in samples.items()}, device=config.device), x, y, num_samples=1, y_scale=split.y_std, y_shift=split.y_mean)
-    row = {"variant": name, "split": split.split, "lr": lr, "steps": steps, "rmse": avg["rmse"], "test_ll": avg["test_ll"], "rmse_last": last["rmse"],
-           "seconds": time.perf_counter() - started}
+    model, sampler, samples = uci_sgmcmc.sample(spec, True, split, config)
+    result = uci_sgmcmc.readouts(model, samples, split, config)
+    row = {"variant": name, "split": split.split, "lr": lr, "steps": sampler.num_steps, "rmse": result["rmse"], "test_ll": result["test_ll"],
+           "rmse_last": result["rmse_last"], "seconds": time.perf_counter() - started}
     state = getattr(model.prior, "state", None)
-    if state is not None and adaptations:
+    if state is not None:  # the SSGL variants
         rho = torch.cat([r.reshape(-1) for r in state.rho.values()])
         sigma, prior = float(state.sigma), model.prior
         # below sigma v0 of its own layer (the hidden layer's v0 is widened by layer_scale)
