@@ -859,18 +859,17 @@ DENG = (
         "deng-uci", "deng", "Deng et al. 2019, appendix UCI table",
         "A-SGHMC-SA has the lowest test RMSE of the six samplers (SGHMC, SGHMC-EM, SGHMC-SA, with and without annealing) on all five data sets",
         "A-SGHMC-SA first on Boston 2.692, Yacht 0.782, Energy 1.388, Wine 0.620, Concrete 5.687 RMSE (paper)",
-        parts=tuple(Part(f"{name}: A-SGHMC-SA - best other RMSE", uci_best_other("uci_sgmcmc_runs.csv", dataset, "a-sghmc-sa"), Better(0.0, "lower"))
+        parts=tuple(Part(f"{name}: A-SGHMC-SA - best other RMSE, last iterate", uci_best_other("uci_sgmcmc_runs.csv", dataset, "a-sghmc-sa", metric="rmse_last"), Better(0.0, "lower"))
                     for name, dataset in (("Boston", "bostonHousing"), ("Yacht", "yacht"), ("Energy", "energy"), ("Wine", "wine-quality-red"), ("Concrete", "concrete"))),
         tolerance="A-SGHMC-SA must have the lowest mean RMSE, and the 95 % t-interval of its paired difference to the next best method over the 20 splits must exclude 0.",
-        setting="reduced", setting_note="the standard 20 Hernandez-Lobato splits (theirs: random 90/10 splits), learning rate chosen per method on validation data, posterior average of the last half (theirs: last iterate); Energy is the heating load (theirs: cooling)",
+        setting="reduced", setting_note="the authors' readout (the last iterate; the posterior average of the last half is the table's rmse column) on the standard 20 Hernandez-Lobato splits (theirs: random 90/10 splits), learning rate chosen per method on validation data (theirs: one for all sets); Energy is the heating load (theirs: cooling)",
         controlled=("controlled/sgmcmc_sa_uci.md",),
         reason=("Found and fixed: the recipe took the authors' v0, set for raw targets, onto standardised targets, where the hidden layer's "
                 "spike sigma v0 is ~9x narrower than theirs on Boston. With the hidden layer's v0 and v1 in standardised units (SpikeAndSlabPrior "
-                "layer_scale) the regenerated table (uci_sgmcmc_table.md) has A-SGHMC-SA better on Boston, Yacht and Concrete and the controlled "
-                "experiment finds no Boston gap to A-SGHMC left (the old setting, sa-v0-as-printed, keeps it); it is still not first on any set with "
-                "the posterior average. Left: the protocol's other differences (the last iterate, under which the controlled experiment has it "
-                "ahead of A-SGHMC on Boston; one learning rate for all sets; random splits), a rate chosen on one validation split, and seeds "
-                "(gpu_runbook leg uci-sgmcmc)."),
+                "layer_scale) the controlled experiment finds no Boston gap to A-SGHMC left (the old setting, sa-v0-as-printed, keeps it). Read "
+                "out as the authors do (the last iterate, the parts above; the posterior average is uci_sgmcmc_table.md's rmse column) "
+                "A-SGHMC-SA is first on Boston and level on Wine, behind on Yacht, Energy and Concrete. Left: the protocol's other differences "
+                "(one learning rate for all sets, random splits), a rate chosen on one validation split, and seeds (gpu_runbook leg uci-sgmcmc)."),
     ),
 )
 
