@@ -263,8 +263,8 @@ def test_uci_sgmcmc_table_runs_a_table(table, tmp_path, monkeypatch):
     assert tuning[["dataset", "method"]].drop_duplicates().values.tolist() == [["t", "sghmc"]] and len(tuning) == 2  # the grid's first two rates
     out = pd.read_csv(tmp_path / "uci_sgmcmc_t_quick_table.csv")
     # nothing of the authors' to compare with: their columns are absent, not blank
-    assert list(out.columns) == ["dataset", "method", "lr", "splits", "rmse", "rmse_se", "test_ll", "test_ll_se", "rank"]
-    assert out[["dataset", "method", "splits", "rank"]].values.tolist() == [["t", "sghmc", 1, 1]] and out.lr[0] in set(tuning.lr)
+    assert list(out.columns) == ["dataset", "method", "lr", "splits", "rmse", "rmse_se", "test_ll", "test_ll_se", "rmse_last", "rmse_last_se", "rank", "rank_last"]
+    assert out[["dataset", "method", "splits", "rank", "rank_last"]].values.tolist() == [["t", "sghmc", 1, 1, 1]] and out.lr[0] in set(tuning.lr)
     assert "Not in the authors' table" in (tmp_path / "uci_sgmcmc_t_quick_table.md").read_text()
     assert (tmp_path / "uci_sgmcmc_t_quick_table.png").stat().st_size > 0
 
