@@ -6,7 +6,6 @@ for each weight-noise estimator, under a KL weight, on dense and convolutional l
 import pyro
 import pytest
 import torch
-from torch import nn
 
 from pyrozoo.guides.bayesian_compression import BayesianCompressionGuide
 from pyrozoo.guides.variational_dropout import SparseVariationalDropoutGuide, VariationalDropoutGuide
@@ -15,16 +14,7 @@ from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical
 from pyrozoo.models.compression_priors import GroupHorseshoePrior, GroupNormalJeffreysPrior
 from pyrozoo.models.dropout_priors import ARDPrior, LogUniformPrior
 from pyrozoo.poutine import latent_scale
-
-
-class SmallConvNet(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv = nn.Conv2d(1, 3, 3)
-        self.fc = nn.Linear(3 * 4 * 4, 4)
-
-    def forward(self, x):
-        return self.fc(torch.relu(self.conv(x)).flatten(1))
+from tests.guides.networks import SmallConvNet
 
 
 #: name -> (prior factory, guide factory)

@@ -7,7 +7,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 from pyro import poutine
-from torch import nn
 from torch.distributions import kl_divergence
 
 from pyrozoo.distributions.dropout_normal import DropoutNormal
@@ -17,17 +16,8 @@ from pyrozoo.inference import ClosedFormKL_ELBO, evaluate
 from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical, LeNet5BatchNorm
 from pyrozoo.models.dropout_priors import ARDPrior, LogUniformPrior
 from pyrozoo.poutine import local_reparameterization
+from tests.guides.networks import SmallConvNet
 from tests.stats import gaussian_variance_rel_tolerance, mean_tolerance
-
-
-class SmallConvNet(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv = nn.Conv2d(1, 3, 3)
-        self.fc = nn.Linear(3 * 4 * 4, 4)
-
-    def forward(self, x):
-        return self.fc(torch.relu(self.conv(x)).flatten(1))
 
 
 def _model(prior=LogUniformPrior, conv=False, dtype=torch.float32, device="cpu"):
