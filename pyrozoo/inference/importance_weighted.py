@@ -241,8 +241,10 @@ class _ImportanceWeights:
                     lp = scale_and_mask(fn.log_prob(site["value"]), site["scale"], site["mask"])
                     lq = lq + _sum_to_particles(lp, K, nesting, vectorized)
 
-            log_joint.append(torch.as_tensor(lj))
-            log_q.append(torch.as_tensor(lq))
+            # a guide without latent sites leaves lq a plain 0: it goes where log p is
+            lj = torch.as_tensor(lj)
+            log_joint.append(lj)
+            log_q.append(torch.as_tensor(lq, dtype=lj.dtype, device=lj.device))
             guide_traces.append(guide_trace)
         if vectorized:
             return guide_traces, log_joint[0], log_q[0]

@@ -474,3 +474,31 @@ def test_guides_with_a_score_function_term_are_refused():
     guide(x, y)
     with pytest.raises(NotImplementedError, match="reparameterized"):
         ImportanceWeighted_ELBO(2).loss(model, guide, x, y)
+
+
+@pytest.mark.parametrize("objective", ["iwae", "renyi", "rws"])
+@pytest.mark.parametrize("vectorize", [False, True])
+def test_a_guide_without_latent_sites_weighs_on_the_models_device_and_dtype(objective, vectorize, device, dtype):
+    # no latent site: every weight is the likelihood, log q is 0 on the model's device and
+    # dtype, and the bound is exactly log p(y | theta)
+    y = torch.tensor([0.3, -1.2, 2.0], device=device, dtype=dtype)
+
+    def model(y):
+        loc = pyro.param("loc", torch.tensor(0.5, device=device, dtype=dtype))
+        with pyro.plate("data", len(y)):
+            pyro.sample("y", dist.Normal(loc, 1.0), obs=y)
+
+    def guide(y):
+        pass
+
+    pyro.clear_param_store()
+    made = {"iwae": ImportanceWeighted_ELBO, "renyi": lambda **kw: Renyi_ELBO(alpha=0.5, **kw), "rws": ReweightedWakeSleepLoss}[objective]
+    elbo = made(num_particles=3, vectorize_particles=vectorize, max_plate_nesting=1)
+    if objective != "rws":
+        log_joint, log_q = elbo.log_weights(model, guide, y)
+        assert log_q.device == log_joint.device == y.device and log_q.dtype == log_joint.dtype == dtype
+        assert torch.equal(log_q, torch.zeros_like(log_q))
+    loss = elbo.differentiable_loss(model, guide, y)
+    expected = -dist.Normal(torch.tensor(0.5, dtype=torch.float64), 1.0).log_prob(y.cpu().double()).sum()
+    assert loss.device == y.device and loss.dtype == dtype
+    assert float(loss.detach()) == pytest.approx(float(expected), rel=1e-6)
