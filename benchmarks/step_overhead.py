@@ -56,6 +56,75 @@ def deterministic_step(arch, x, y, fused=True) -> Callable[[], None]:
     return step
 
 
+class _TwoPasses(torch.nn.Module):
+    """A linear or convolutional layer run as local reparameterization runs it, minus the
+    noise: ``f(x, W, b) + f(x^2, V, c)`` with a second, independent set of parameters. With
+    ``noise`` (and ``kl``, a list the layer appends its KL to) it is the whole mean-field
+    layer written in plain PyTorch autograd: ``V = exp(2 log_sigma)``, output
+    ``mean + sqrt(var) eps`` and the closed-form KL to N(0, 1)."""
+
+    def __init__(self, layer, noise=False, kl=None):
+        super().__init__()
+        self.layer, self.noise, self.kl = layer, noise, kl
+        self.second = torch.nn.ParameterList(torch.nn.Parameter(torch.full_like(p, -6.9) if noise else p.detach().clone()) for p in (layer.weight, layer.bias))
+
+    def _apply_layer(self, x, weight, bias):
+        if isinstance(self.layer, torch.nn.Linear):
+            return F.linear(x, weight, bias)
+        return self.layer._conv_forward(x, weight, bias)
+
+    def forward(self, x):
+        weight, bias = self.second
+        if not self.noise:
+            return self._apply_layer(x, self.layer.weight, self.layer.bias) + self._apply_layer(x * x, weight, bias)
+        v, vb = (2 * weight).exp(), (2 * bias).exp()
+        mean = self._apply_layer(x, self.layer.weight, self.layer.bias)
+        out = mean + self._apply_layer(x * x, v, vb).sqrt() * torch.randn_like(mean)
+        self.kl.append(0.5 * (v.sum() + vb.sum() + self.layer.weight.square().sum() + self.layer.bias.square().sum()) - weight.sum() - bias.sum())
+        return out
+
+
+def _with_two_passes(net, **kwargs):
+    for name, child in net.named_children():
+        if isinstance(child, (torch.nn.Linear, torch.nn.Conv2d)):
+            setattr(net, name, _TwoPasses(child, **kwargs))
+        else:
+            _with_two_passes(child, **kwargs)
+    return net
+
+
+def floor_step(arch, x, y) -> Callable[[], None]:
+    """The arithmetic floor of a local-reparameterization step: every layer's product twice
+    (means and variances), twice the parameters in fused Adam, and nothing else (no noise,
+    no variances from log-scales, no KL)."""
+    net = _with_two_passes(ARCHS[arch][0]().to(x.device))
+    opt = default_optimizer(net.parameters(), 1e-3)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        F.cross_entropy(net(x), y).backward()
+        opt.step()
+
+    return step
+
+
+def plain_lrt_step(arch, x, y) -> Callable[[], None]:
+    """Mean-field VI with local reparameterization written directly in PyTorch autograd, as a
+    user without a library would (the model of bayesian-torch's layers): the same loss as
+    ``mfvi-lrt`` (N times the mean cross-entropy plus the KL to N(0, 1))."""
+    kl = []
+    net = _with_two_passes(ARCHS[arch][0]().to(x.device), noise=True, kl=kl)
+    opt = default_optimizer(net.parameters(), 1e-3)
+
+    def step():
+        kl.clear()
+        opt.zero_grad(set_to_none=True)
+        (F.cross_entropy(net(x), y) * NUM_TRAIN + sum(kl)).backward()
+        opt.step()
+
+    return step
+
+
 def pyrozoo_step(arch, x, y, estimator, prior=lambda: NormalPrior(1.0), guide=lambda m: MeanFieldNormalGuide(m, init_scale=1e-3),
                  objective=ClosedFormKL_ELBO, handler=None) -> Callable[[], None]:
     """The step of ``fit`` for ``prior`` (factory) and ``guide`` (factory of the model), over
@@ -108,6 +177,11 @@ def mfvi_reference_step(arch, x, y, estimator) -> Callable[[], None]:
     return pyrozoo_step(arch, x, y, estimator, objective=ReferenceClosedFormKL_ELBO)
 
 
+def _traced():
+    """The closed-form-KL ELBO on Pyro's traces (no direct evaluation)."""
+    return ClosedFormKL_ELBO(fuse=False)
+
+
 def _unfused(guide):
     """``guide`` with its reference (unfused) computation, for the ``(before)`` cases."""
     guide.fused = False
@@ -117,6 +191,9 @@ def _unfused(guide):
 #: name -> (description, factory(arch, x, y) -> step). Other methods add their cases here.
 CASES: Dict[str, tuple] = {
     "deterministic (default Adam)": ("plain PyTorch step, torch.optim.Adam defaults", lambda a, x, y: deterministic_step(a, x, y, fused=False)),
+    # what any implementation pays: the products and the optimizer; and a hand-written one
+    "floor (two products per layer)": ("two products per layer, twice the parameters, fused Adam: no noise, variances or KL", floor_step),
+    "plain-pytorch-lrt": ("mean-field VI with local reparameterization written in plain PyTorch autograd", plain_lrt_step),
     "mfvi-weight-sampling": ("pyrozoo mean-field VI, one weight sample per minibatch", lambda a, x, y: pyrozoo_step(a, x, y, None)),
     "mfvi-lrt": ("pyrozoo mean-field VI, local reparameterization", lambda a, x, y: pyrozoo_step(a, x, y, "local")),
     "mfvi-flipout": ("pyrozoo mean-field VI, flipout", lambda a, x, y: pyrozoo_step(a, x, y, "flipout")),
@@ -125,10 +202,14 @@ CASES: Dict[str, tuple] = {
     "sparse-vd-lrt": ("Sparse VD (log-uniform prior, additive guide), local reparameterization", lambda a, x, y: pyrozoo_step(a, x, y, "local", LogUniformPrior, SparseVariationalDropoutGuide)),
     "bc-gnj-lrt": ("Bayesian compression, group normal-Jeffreys, local reparameterization", lambda a, x, y: pyrozoo_step(a, x, y, "local", GroupNormalJeffreysPrior, BayesianCompressionGuide)),
     "bc-ghs-lrt": ("Bayesian compression, group horseshoe, local reparameterization", lambda a, x, y: pyrozoo_step(a, x, y, "local", GroupHorseshoePrior, BayesianCompressionGuide)),
+    # Bayesian compression through Pyro's traces: before its sites, which depend on the
+    # group scales drawn before them, were evaluated directly
+    "bc-gnj-lrt (traced)": ("BC-GNJ, the trace-based objective (before direct evaluation of dependent sites)", lambda a, x, y: pyrozoo_step(a, x, y, "local", GroupNormalJeffreysPrior, BayesianCompressionGuide, objective=_traced)),
+    "bc-ghs-lrt (traced)": ("BC-GHS, the trace-based objective (before direct evaluation of dependent sites)", lambda a, x, y: pyrozoo_step(a, x, y, "local", GroupHorseshoePrior, BayesianCompressionGuide, objective=_traced)),
     # the same steps with the reference computation (guide.fused = False): before issue 26
     "sparse-vd-lrt (before)": ("Sparse VD, reference posterior + registered KL (pre issue 26)", lambda a, x, y: pyrozoo_step(a, x, y, "local", LogUniformPrior, lambda m: _unfused(SparseVariationalDropoutGuide(m)))),
-    "bc-gnj-lrt (before)": ("BC-GNJ, reference weight posterior + elementwise Normal KL (pre issue 26)", lambda a, x, y: pyrozoo_step(a, x, y, "local", GroupNormalJeffreysPrior, lambda m: _unfused(BayesianCompressionGuide(m)))),
-    "bc-ghs-lrt (before)": ("BC-GHS, reference weight posterior + elementwise Normal KL (pre issue 26)", lambda a, x, y: pyrozoo_step(a, x, y, "local", GroupHorseshoePrior, lambda m: _unfused(BayesianCompressionGuide(m)))),
+    "bc-gnj-lrt (before)": ("BC-GNJ, reference weight posterior + elementwise Normal KL, traced (pre issue 26)", lambda a, x, y: pyrozoo_step(a, x, y, "local", GroupNormalJeffreysPrior, lambda m: _unfused(BayesianCompressionGuide(m)), objective=_traced)),
+    "bc-ghs-lrt (before)": ("BC-GHS, reference weight posterior + elementwise Normal KL, traced (pre issue 26)", lambda a, x, y: pyrozoo_step(a, x, y, "local", GroupHorseshoePrior, lambda m: _unfused(BayesianCompressionGuide(m)), objective=_traced)),
     # mean-field VI as before issue 26 (reference objective and handler; same numbers)
     "mfvi-weight-sampling (before)": ("mfvi-weight-sampling, reference computation (pre issue 26)", lambda a, x, y: mfvi_reference_step(a, x, y, None)),
     "mfvi-lrt (before)": ("mfvi-lrt, reference computation (pre issue 26)", lambda a, x, y: mfvi_reference_step(a, x, y, "local")),

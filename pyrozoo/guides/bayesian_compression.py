@@ -177,13 +177,15 @@ class BayesianCompressionGuide(SitewiseGuide):
         return self._weight_posterior(name, values)
 
     def posterior(self, name, plates=None):
-        """The posterior of a scale site, or of a weight site given the last sampled scales."""
+        """The posterior of a scale site, or of a weight site given the scales that
+        :meth:`forward` drew last."""
         return self._posterior(name, self._values)
 
-    def direct_sites(self, model):
-        """``None``: a weight's posterior depends on the scales drawn in the same call, so the
-        sites are no independent draws an objective could take from :meth:`posterior`."""
-        return None
+    def conditional_posterior(self, name, values):
+        """The posterior of a scale site, or of a weight site given its scales in ``values``:
+        with :meth:`direct_sites` (inherited) this lets an objective draw the sites in order
+        without running :meth:`forward` (:mod:`pyrozoo.inference.direct`)."""
+        return self._posterior(name, values)
 
     # -- summaries --------------------------------------------------------------------------------
     @torch.no_grad()

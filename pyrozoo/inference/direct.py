@@ -15,19 +15,31 @@ them, or whose methods answer ``None``, takes the trace-based path.
   adds ``log_likelihood_particles`` and ``dataset_size`` for the importance-weighted
   objectives, which evaluate ``K`` particles at once.
 * :class:`DirectGuide` (implemented by :class:`~pyrozoo.guides.SitewiseGuide`):
-  ``direct_sites(model)`` and ``posterior(name)``.
+  ``direct_sites(model)`` and ``posterior(name)``; :class:`ConditionalDirectGuide` (implemented
+  by :class:`~pyrozoo.guides.BayesianCompressionGuide`) whose sites depend on the values drawn
+  before them, ``conditional_posterior(name, values)`` instead.
+
+Sites are drawn in the model's order. A model's prior of a site may be a function of the
+values drawn before it (a weight's ``N(0, z^2)`` given its group scale ``z``), and so may a
+guide's posterior: an objective that can evaluate such sites one at a time in order (the
+closed-form-KL ELBO) reads them with :func:`prior_given` and :func:`posterior_given`; one
+that needs independent sites (the ``K``-particle bounds) checks :func:`independent_sites` and
+otherwise takes the trace-based path.
 
 Which effect handlers are active around the call is the other half of the decision (a
 direct evaluation bypasses them); :func:`pyrozoo.poutine.active_handlers` answers it.
 """
 
-from typing import Collection, Dict, List, Optional, Protocol, Sequence, Tuple, runtime_checkable
+from typing import Callable, Collection, Dict, List, Optional, Protocol, Sequence, Tuple, Union, runtime_checkable
 
 import torch
 from torch.distributions import Distribution
 
 #: ``(x, y, subsample)``: the inputs, observed targets and subsample indices of a call
 DirectArguments = Tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]
+
+#: a prior given the values of the sites drawn before it, keyed by site name
+ConditionalPrior = Callable[[Dict[str, torch.Tensor]], Distribution]
 
 
 @runtime_checkable
@@ -38,10 +50,11 @@ class DirectModel(Protocol):
         """``(x, y, subsample)`` from the arguments a call of the model takes (``y`` is
         ``None`` when nothing is observed); a ``TypeError`` when they do not fit."""
 
-    def latent_sites(self, x: torch.Tensor) -> Optional[Sequence[Tuple[str, Distribution]]]:
+    def latent_sites(self, x: torch.Tensor) -> Optional[Sequence[Tuple[str, Union[Distribution, ConditionalPrior]]]]:
         """``[(site name, prior)]`` of every latent site a call at inputs ``x`` samples, in
-        the order it samples them, each independent of the others' values, or ``None`` when
-        the model cannot list them so (the trace-based path then applies)."""
+        the order it samples them, each prior a distribution or a function of the values of
+        the sites before it (``{name: value} -> distribution``), or ``None`` when the model
+        cannot list them so (the trace-based path then applies)."""
 
     def log_likelihood(self, values: Dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, subsample: Optional[torch.Tensor] = None) -> torch.Tensor:
         """The scaled log-likelihood (a 0-d tensor) of ``y`` given a value for every latent
@@ -65,12 +78,20 @@ class DirectGuide(Protocol):
 
     def direct_sites(self, model) -> Optional[Collection[str]]:
         """The names of the latent sites this guide samples when it is a guide of ``model``,
-        each an independent draw from :meth:`posterior` with no effect but the draw (no plates),
-        or ``None`` when that does not hold (not a set-up guide of this very model, plated
-        sites, posteriors that depend on other sites' draws)."""
+        each a draw from :meth:`posterior` with no effect but the draw (no plates), or ``None``
+        when that does not hold (not a set-up guide of this very model, plated sites)."""
 
     def posterior(self, name: str) -> Distribution:
         """The guide's distribution of site ``name``."""
+
+
+@runtime_checkable
+class ConditionalDirectGuide(DirectGuide, Protocol):
+    """A :class:`DirectGuide` whose posteriors depend on the values of the sites drawn
+    before them in the same call."""
+
+    def conditional_posterior(self, name: str, values: Dict[str, torch.Tensor]) -> Distribution:
+        """The guide's distribution of site ``name`` given ``values`` of the sites before it."""
 
 
 _MODEL_METHODS = ("latent_sites", "log_likelihood")
@@ -109,3 +130,20 @@ def direct_latent_sites(model, names: Collection[str], x) -> Optional[List[Tuple
     if sites is None or len(sites) != len(names) or any(name not in names for name, _ in sites):
         return None
     return sites
+
+
+def prior_given(prior, values: Dict[str, torch.Tensor]) -> Distribution:
+    """A site's prior from :meth:`DirectModel.latent_sites` given the values drawn before it."""
+    return prior if isinstance(prior, Distribution) else prior(values)
+
+
+def posterior_given(guide, name: str, values: Dict[str, torch.Tensor]) -> Distribution:
+    """The guide's distribution of site ``name`` given the values drawn before it."""
+    conditional = getattr(guide, "conditional_posterior", None)
+    return guide.posterior(name) if conditional is None else conditional(name, values)
+
+
+def independent_sites(guide, sites) -> bool:
+    """Whether every prior of ``sites`` and every posterior of ``guide`` is independent of the
+    other sites' values (what an objective that draws the sites all at once needs)."""
+    return getattr(guide, "conditional_posterior", None) is None and all(isinstance(prior, Distribution) for _, prior in sites)

@@ -14,7 +14,7 @@ from pyro.util import check_model_guide_match, check_site_shape, warn_if_nan
 from torch.distributions import kl_divergence
 
 from pyrozoo.distributions.kl import summed_kl, summed_kl_total
-from pyrozoo.inference.direct import direct_arguments, direct_latent_sites
+from pyrozoo.inference.direct import direct_arguments, direct_latent_sites, posterior_given, prior_given
 from pyrozoo.poutine.stack import active_handlers
 from pyrozoo.poutine.weight_noise import NormalWeight, normal_base
 
@@ -224,7 +224,8 @@ class ClosedFormKL_ELBO(DifferentiableLossELBO, ELBO):
             return None
         values, pairs = {}, []
         for name, prior in sites:
-            q = guide.posterior(name)
+            # in the model's order: a site may depend on the values drawn before it
+            q, prior = posterior_given(guide, name, values), prior_given(prior, values)
             if _may_have_score_function(q):
                 return None  # needs the score-function term of elbo_particle
             base = normal_base(q) if estimator is not None else None

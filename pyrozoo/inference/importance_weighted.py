@@ -53,7 +53,7 @@ from pyro.poutine.util import site_is_subsample
 from pyro.util import warn_if_nan
 
 from pyrozoo.distributions.semi_implicit import find_semi_implicit, semi_implicit_role
-from pyrozoo.inference.direct import direct_arguments, direct_latent_sites
+from pyrozoo.inference.direct import direct_arguments, direct_latent_sites, independent_sites
 from pyrozoo.inference.elbo import DifferentiableLossELBO, _may_have_score_function
 from pyrozoo.poutine.stack import active_handlers
 
@@ -164,8 +164,8 @@ class _ImportanceWeights:
             return None
         names, x, y, subsample = call
         sites = direct_latent_sites(model, names, x)
-        if sites is None:
-            return None
+        if sites is None or not independent_sites(guide, sites):
+            return None  # K particles are drawn site by site, all at once: sites must be independent
         N = getattr(model, "dataset_size", None)
         if N is not None and len(y) < N:
             self._warn_minibatch()

@@ -94,19 +94,26 @@ class BayesianNeuralNetwork(nn.Module):
     # -- direct evaluation (no effect stack; pyrozoo.inference.direct.DirectParticlesModel) --
     def latent_sites(self, x: torch.Tensor) -> Optional[List[Tuple[str, object]]]:
         """``[(site name, prior)]`` of every latent site this model would sample, in order,
-        or ``None`` when the prior is structured (sites are not one per parameter).
+        or ``None`` when the prior is structured (sites are not one per parameter) and does
+        not list its sites itself (a ``latent_sites(module_name, module, params)`` method, whose
+        priors may be functions of the values drawn before them, as
+        :class:`~pyrozoo.models.compression_priors.GroupScalePrior`'s weights given their scales).
 
         With :meth:`log_likelihood`, this lets an objective evaluate exactly what Pyro would
         compute from a trace of :meth:`forward`, without running the effect stack on every
         site (see :mod:`pyrozoo.inference.direct`).
         """
-        if not self.prior.one_site_per_parameter:
-            return None
-        sites = [
-            (join_name(module_name, param_name), self.prior.distribution(join_name(module_name, param_name), module, param))
-            for module_name, module, params in self._random
-            for param_name, param in params.items()
-        ]
+        if self.prior.one_site_per_parameter:
+            sites = [
+                (join_name(module_name, param_name), self.prior.distribution(join_name(module_name, param_name), module, param))
+                for module_name, module, params in self._random
+                for param_name, param in params.items()
+            ]
+        else:
+            listed = getattr(self.prior, "latent_sites", None)
+            if listed is None:
+                return None
+            sites = [site for module_name, module, params in self._random for site in listed(module_name, module, params)]
         sites.extend(self.likelihood.latent_sites(x).values())
         return sites
 

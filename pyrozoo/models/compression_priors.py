@@ -95,22 +95,35 @@ class GroupScalePrior(Prior):
     def _register(self, name: str, module: nn.Module, param: torch.Tensor) -> None:
         self._groups[name] = (group_dim(module), tuple(param.shape))
 
-    def _weight_site(self, name: str, param: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-        # N(0, z^2) keeping z unexpanded, for the grouped KL of the non-centred posterior
-        prior = GroupScaleNormal(scale.abs(), param.shape).to_event(param.dim())
-        return pyro.sample(name, prior, infer={INIT_VALUE_KEY: param.detach()})
+    def weight_prior(self, name: str, param: torch.Tensor, values: Dict[str, torch.Tensor]) -> dist.Distribution:
+        """The prior ``N(0, z^2)`` of weight ``name`` given its scale sites' ``values``."""
+        # z kept unexpanded, for the grouped KL of the non-centred posterior
+        return GroupScaleNormal(self.weight_scale(name, values).abs(), param.shape).to_event(param.dim())
 
     def sample_module(self, module_name, module, params):
         out = {}
         for param_name, param in params.items():
             name = join_name(module_name, param_name)
             self._register(name, module, param)
-            values = self._sample_scales(name, self.num_groups(name), param)
-            out[param_name] = self._weight_site(name, param, self.weight_scale(name, values))
+            values = {site: pyro.sample(site, prior, infer={INIT_VALUE_KEY: init}) for site, (prior, init) in self._scale_sites(name, self.num_groups(name), param).items()}
+            out[param_name] = pyro.sample(name, self.weight_prior(name, param, values), infer={INIT_VALUE_KEY: param.detach()})
         return out
 
-    def _sample_scales(self, name: str, G: int, param: torch.Tensor) -> Dict[str, torch.Tensor]:
-        """Samples the scale sites of weight ``name`` (``G`` groups) in order: ``{site: value}``."""
+    def latent_sites(self, module_name, module, params) -> List[Tuple[str, object]]:
+        """``[(site name, prior)]`` of the sites :meth:`sample_module` samples, in its order: a
+        scale site's prior is a distribution, a weight's is a function of the values drawn
+        before it (``values -> N(0, z^2)``), as :mod:`pyrozoo.inference.direct` reads them."""
+        sites = []
+        for param_name, param in params.items():
+            name = join_name(module_name, param_name)
+            self._register(name, module, param)
+            sites.extend((site, prior) for site, (prior, _) in self._scale_sites(name, self.num_groups(name), param).items())
+            sites.append((name, lambda values, name=name, param=param: self.weight_prior(name, param, values)))
+        return sites
+
+    def _scale_sites(self, name: str, G: int, param: torch.Tensor) -> Dict[str, Tuple[dist.Distribution, torch.Tensor]]:
+        """``{site: (prior, initial value)}`` of the scale sites of weight ``name`` (``G``
+        groups), in the order they are sampled."""
         raise NotImplementedError
 
     def distribution(self, name, module, param):
@@ -132,9 +145,9 @@ class GroupNormalJeffreysPrior(GroupScalePrior):
     def scale_factors(self, weight_name):
         return [(f"{weight_name}.scale", 1.0)]
 
-    def _sample_scales(self, name, G, param):
+    def _scale_sites(self, name, G, param):
         ones = torch.ones(G, dtype=param.dtype, device=param.device)
-        return {f"{name}.scale": pyro.sample(f"{name}.scale", LogUniformImproper((G,)).to_event(1), infer={INIT_VALUE_KEY: ones})}
+        return {f"{name}.scale": (LogUniformImproper((G,)).to_event(1), ones)}
 
 
 def _check_positive(name, value):
@@ -181,7 +194,7 @@ class GroupHorseshoePrior(GroupScalePrior):
             }
         return self._priors[key]
 
-    def _sample_scales(self, name, G, param):
+    def _scale_sites(self, name, G, param):
         priors = self._site_priors(G, param.dtype, param.device)
         init_scale = self.init_scale
         # a = tau0^2 / 2 and b = 1 (typical values of the global factors), a~ = 1/2, and b~
@@ -192,11 +205,7 @@ class GroupHorseshoePrior(GroupScalePrior):
             "local_a": torch.full((G,), 0.5, dtype=param.dtype, device=param.device),
             "local_b": torch.full((G,), init_scale**2 / (0.25 * self.tau0**2), dtype=param.dtype, device=param.device),
         }
-        values = {}
-        for part in ("global_a", "global_b", "local_a", "local_b"):
-            site = f"{name}.{part}"
-            values[site] = pyro.sample(site, priors[part], infer={INIT_VALUE_KEY: init[part]})
-        return values
+        return {f"{name}.{part}": (priors[part], init[part]) for part in ("global_a", "global_b", "local_a", "local_b")}
 
     def __repr__(self):
         return f"{type(self).__name__}(tau0={self.tau0}, selector={self.selector!r})"

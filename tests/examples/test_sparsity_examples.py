@@ -92,3 +92,17 @@ def test_step_overhead_benchmark_runs_the_sparsity_cases(monkeypatch):
     rows = namespace["main"](["--arch", "lenet300", "--batch-size", "16", "--cases", "sparse-vd-lrt,bc-gnj-lrt,bc-ghs-lrt", "--rounds", "1", "--steps", "1"])
     assert [r["case"] for r in rows] == ["deterministic", "sparse-vd-lrt", "bc-gnj-lrt", "bc-ghs-lrt"]
     assert all(r["ms_per_step"] > 0 and r["ratio"] > 0 for r in rows)
+
+
+@pytest.mark.parametrize("arch", ["lenet300", "lenet5"])
+def test_step_overhead_benchmark_times_the_floor_and_the_plain_pytorch_step(arch, monkeypatch):
+    """The reference cases wrap every linear and convolutional layer: the floor doubles the
+    parameters; both time a step on a fully connected and a convolutional network."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    namespace = runpy.run_path(str(ROOT / "benchmarks" / "step_overhead.py"), run_name="step_overhead")
+    net = namespace["ARCHS"][arch][0]()
+    floor = namespace["_with_two_passes"](namespace["ARCHS"][arch][0]())
+    assert sum(p.numel() for p in floor.parameters()) == 2 * sum(p.numel() for p in net.parameters())
+    rows = namespace["main"](["--arch", arch, "--batch-size", "8", "--cases", "floor (two products per layer),plain-pytorch-lrt", "--rounds", "1", "--steps", "1"])
+    assert [r["case"] for r in rows] == ["deterministic", "floor (two products per layer)", "plain-pytorch-lrt"]
+    assert all(r["ms_per_step"] > 0 for r in rows)

@@ -3,6 +3,7 @@ guides that implement the protocols of :mod:`pyrozoo.inference.direct`, whatever
 and only where no foreign effect handler is active (the one reader of Pyro's handler stack is
 :func:`pyrozoo.poutine.active_handlers`)."""
 
+from contextlib import ExitStack
 from pathlib import Path
 
 import pyro
@@ -11,9 +12,11 @@ import pytest
 import torch
 from pyro.infer.autoguide import AutoNormal
 
-from pyrozoo.guides import MeanFieldNormalGuide
+from pyrozoo.guides import BayesianCompressionGuide, MeanFieldNormalGuide
 from pyrozoo.inference import ClosedFormKL_ELBO, ImportanceWeighted_ELBO, ReweightedWakeSleepLoss
-from pyrozoo.inference.direct import DirectGuide, DirectModel, DirectParticlesModel
+from pyrozoo.inference.direct import ConditionalDirectGuide, DirectGuide, DirectModel, DirectParticlesModel
+from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical
+from pyrozoo.models.compression_priors import GroupHorseshoePrior, GroupNormalJeffreysPrior
 from pyrozoo.poutine import active_handlers, flipout, latent_scale, local_reparameterization
 from tests.inference.cases import small_bnn
 
@@ -219,3 +222,34 @@ def test_active_handlers():
 def test_one_module_reads_pyros_handler_stack():
     readers = sorted(str(p.relative_to(LIBRARY.parent)) for p in LIBRARY.rglob("*.py") if "_PYRO_STACK" in p.read_text())
     assert readers == ["pyrozoo/poutine/stack.py"]
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused-posterior", "reference-posterior"])
+@pytest.mark.parametrize("estimator", [None, "local", "flipout"])
+@pytest.mark.parametrize("prior", ["bc-gnj", "bc-ghs"])
+def test_sites_that_depend_on_earlier_draws_are_evaluated_directly_with_the_traced_numbers(prior, estimator, fused):
+    """Bayesian compression's weight posterior and prior depend on the group scales drawn
+    before them (``q(w | z)``, ``N(0, z^2)``): the ELBO draws the sites in the model's order,
+    with the trace-based path's value and gradients on the same random numbers, while the
+    K-particle bounds, which draw all sites at once, keep to traces."""
+    priors = {"bc-gnj": GroupNormalJeffreysPrior, "bc-ghs": GroupHorseshoePrior}
+    x, y = torch.randn(16, 5), torch.randint(0, 3, (16,))
+    model = BayesianNeuralNetwork(MLP(5, [6], 3), priors[prior](), Categorical(100))
+    guide = BayesianCompressionGuide(model)
+    guide.fused = fused  # the reference weight posterior is the one CUDA devices take
+    guide(x, y)
+    assert isinstance(guide, ConditionalDirectGuide)
+    params = list(guide.parameters())
+    handler = {None: ExitStack, "local": local_reparameterization, "flipout": flipout}[estimator]
+    results = []
+    for fuse, runs in ((True, 0), (False, 1)):
+        pyro.set_rng_seed(3)
+        loss = []
+        with handler():
+            assert guide_runs(guide, lambda: loss.append(ClosedFormKL_ELBO(fuse=fuse).differentiable_loss(model, guide, x, y))) == runs
+        results.append((loss[0], torch.autograd.grad(loss[0], params)))
+    (direct, g_direct), (traced, g_traced) = results
+    torch.testing.assert_close(direct, traced)
+    for a, b in zip(g_direct, g_traced):
+        torch.testing.assert_close(a, b)
+    assert guide_runs(guide, lambda: ImportanceWeighted_ELBO(2).loss(model, guide, x, y)) == 2
