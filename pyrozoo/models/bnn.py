@@ -69,14 +69,21 @@ class BayesianNeuralNetwork(nn.Module):
     def deterministic_parameter_names(self) -> List[str]:
         return [name for name, _ in self._deterministic]
 
-    def sample_parameters(self) -> Dict[str, torch.Tensor]:
-        """Runs the prior (a Pyro model); returns the value of every parameter that differs
-        from the network's own (random ones, and point estimates the param store replaced)."""
+    def point_estimates(self) -> Dict[str, torch.Tensor]:
+        """The point-estimated parameters that Pyro's param store holds in place of the
+        network's own (under ``"<model name>.<parameter>"``, registered there on first use as
+        ``pyro.param`` does), keyed by parameter name."""
         values: Dict[str, torch.Tensor] = {}
         for name, p in self._deterministic:
             v = pyro.param(f"{self.name}.{name}", p)
             if v is not p:
                 values[name] = v
+        return values
+
+    def sample_parameters(self) -> Dict[str, torch.Tensor]:
+        """Runs the prior (a Pyro model); returns the value of every parameter that differs
+        from the network's own (random ones, and point estimates the param store replaced)."""
+        values = self.point_estimates()
         for module_name, module, params in self._random:
             for param_name, value in self.prior.sample_module(module_name, module, params).items():
                 values[join_name(module_name, param_name)] = value
@@ -124,8 +131,9 @@ class BayesianNeuralNetwork(nn.Module):
 
     def log_likelihood(self, values: Dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, subsample: Optional[torch.Tensor] = None) -> torch.Tensor:
         """The scaled log-likelihood ``(N/n) sum log p(y | x, values)`` given a value for
-        every latent site (keyed by site name, as from :meth:`latent_sites`)."""
-        params = {name: values[name] for name in self._random_names}
+        every latent site (keyed by site name, as from :meth:`latent_sites`), and the point
+        estimates :meth:`forward` would use (:meth:`point_estimates`)."""
+        params = {**self.point_estimates(), **{name: values[name] for name in self._random_names}}
         out = self.net_output(params, x)
         latents = {key: values[name] for key, (name, _) in self.likelihood.latent_sites(out).items()}
         return self.likelihood.scaled_log_likelihood(out, y, latents)
@@ -135,7 +143,8 @@ class BayesianNeuralNetwork(nn.Module):
         leading dim of every value in ``values``), with the network run on all of them at once
         by :func:`torch.func.vmap`."""
         params = {name: values[name] for name in self._random_names}
-        out = torch.func.vmap(lambda p: self.net_output(p, x))(params)
+        fixed = self.point_estimates()  # shared by the particles
+        out = torch.func.vmap(lambda p: self.net_output({**fixed, **p}, x))(params)
         likelihood = self.likelihood
         latents = {key: values[name] for key, (name, _) in likelihood.latent_sites(out[0]).items()}
         obs = likelihood.check_obs(out[0], y)

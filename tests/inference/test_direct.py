@@ -15,7 +15,7 @@ from pyro.infer.autoguide import AutoNormal
 from pyrozoo.guides import BayesianCompressionGuide, MeanFieldNormalGuide
 from pyrozoo.inference import ClosedFormKL_ELBO, ImportanceWeighted_ELBO, ReweightedWakeSleepLoss
 from pyrozoo.inference.direct import ConditionalDirectGuide, DirectGuide, DirectModel, DirectParticlesModel
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical
+from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical, NormalPrior
 from pyrozoo.models.compression_priors import GroupHorseshoePrior, GroupNormalJeffreysPrior
 from pyrozoo.poutine import active_handlers, flipout, latent_scale, local_reparameterization
 from tests.inference.cases import small_bnn
@@ -253,3 +253,39 @@ def test_sites_that_depend_on_earlier_draws_are_evaluated_directly_with_the_trac
     for a, b in zip(g_direct, g_traced):
         torch.testing.assert_close(a, b)
     assert guide_runs(guide, lambda: ImportanceWeighted_ELBO(2).loss(model, guide, x, y)) == 2
+
+
+@pytest.mark.parametrize("objective, method", [("elbo", "bc-gnj"), ("elbo", "mean-field"), ("particles", "mean-field")])
+def test_point_estimates_come_from_the_param_store_on_both_paths(objective, method):
+    """A point estimate (here the biases) that Pyro's param store holds under the model's name,
+    put there by another model of the same name, is what the traced path uses; the direct
+    paths use it too."""
+    pyro.clear_param_store()
+    x, y = torch.randn(16, 5), torch.randint(0, 3, (16,))
+    made = {
+        "bc-gnj": (lambda: GroupNormalJeffreysPrior(), BayesianCompressionGuide),
+        "mean-field": (lambda: NormalPrior(1.0, hide_parameters=["bias"]), MeanFieldNormalGuide),
+    }[method]
+    models = [BayesianNeuralNetwork(MLP(5, [6], 3), made[0](), Categorical(100)) for _ in range(2)]
+    guides = [made[1](m) for m in models]
+    for m, g in zip(models, guides):
+        g(x, y)
+    model, guide = models[1], guides[1]
+    own = dict(model.net.named_parameters())
+    assert model.point_estimates() and all(v is not own[name] for name, v in model.point_estimates().items())
+    if objective == "particles":
+        # the K-particle likelihood of the importance-weighted objectives, against the model's
+        # observed sites traced at each particle's values
+        values = {name: guide.posterior(name).sample((2,)) for name, _ in model.latent_sites(x)}
+        direct = model.log_likelihood_particles(values, x, y)
+        for k in range(2):
+            trace = pyro.poutine.trace(pyro.poutine.condition(model, data={n: v[k] for n, v in values.items()})).get_trace(x, y)
+            traced = trace.log_prob_sum(site_filter=lambda name, site: name == model.likelihood.name)
+            assert float(direct[k]) == pytest.approx(float(traced), rel=1e-6)
+        return
+    losses = []
+    for traced in (False, True):
+        pyro.set_rng_seed(5)
+        run = lambda: losses.append(ClosedFormKL_ELBO().loss(model, guide, x, y))  # noqa: E731
+        assert guide_runs(guide, _under(pyro.poutine.block, run) if traced else run) == traced
+    assert losses[0] == pytest.approx(losses[1], rel=1e-6)
