@@ -85,5 +85,14 @@ def _summary(mean_prop, tta, se=0.5):
     ],
 )
 def test_verdict_follows_the_numbers(script, mean_prop, tta, expected):
-    text = script["verdict"](_summary(mean_prop, tta), steps=1000)
+    text = script["verdict"](_summary(mean_prop, tta), steps=1000, gap=2.5)
     assert text.startswith(f"Verdict: {expected}")
+
+
+def test_the_largest_gap_is_over_seeds_at_one_epoch(script):
+    runs = pd.DataFrame({
+        "parameterization": ["layer"] * 4, "implementation": ["pyrozoo"] * 4, "epoch": [1, 1, 2, 2],
+        "test_time_averaging_accuracy": [90.0, 92.0, 95.0, 99.0], "mean_propagation_accuracy": [90.0, 90.0, 11.0, 95.0],
+    })
+    # epoch 2: gaps 84 and 4, mean 44; epoch 1: 0 and 2, mean 1
+    assert script["largest_gap"](runs) == pytest.approx(44.0)
