@@ -276,15 +276,21 @@ def verdict(runs: pd.DataFrame) -> str:
         _describe(over_normal["pyrozoo"], "DSIVI - Normal (pyrozoo)"), _describe(over_normal["independent"], "DSIVI - Normal (independent)"),
         _describe(over_vamp, "DSIVI - VampPrior (pyrozoo)"), _describe(vamp_over_normal, "VampPrior - Normal (pyrozoo)"),
     ])
+    # the VampPrior's lead over the Normal prior is itself published (Tomczak & Welling 2018):
+    # where it is missing too, the setting favours the Normal prior whatever DSIVI does
+    caveat = ("" if _sign(vamp_over_normal) >= 0 else
+              " The VampPrior, published above the Normal prior on full MNIST, falls below it here as well: at this size a prior "
+              "fitted to the training images does not carry over to the test images, so this setting cannot show the thesis' "
+              "ordering and does not refute it.")
     if _sign(over_normal["pyrozoo"]) > 0 and _sign(over_vamp) >= 0:
         return (f"Verdict: NOT A BUG (budget). With training closer to convergence the DSIVI prior beats the Normal prior and is "
                 f"not below the VampPrior ({details}); the implementations agree ({agree}). The committed 30-epoch table stops too early.")
     if _sign(over_normal["pyrozoo"]) <= 0:
         return (f"Verdict: NOT SHOWN in this setting either, by both implementations alike: the DSIVI prior does not beat the Normal "
                 f"prior ({details}); the implementations agree ({agree}). Not a bug in pyrozoo's DSIVI prior; whether the thesis' "
-                "ordering appears at full scale with its (unstated) protocol is the runbook's to decide.")
+                "ordering appears at full scale with its (unstated) protocol is the runbook's to decide." + caveat)
     return (f"Verdict: PARTLY SHOWN, both implementations alike: the DSIVI prior beats the Normal prior but falls below the VampPrior "
-            f"({details}); the implementations agree ({agree}).")
+            f"({details}); the implementations agree ({agree})." + caveat)
 
 
 # -- command line -------------------------------------------------------------------------------
