@@ -354,7 +354,9 @@ def main(argv=None):
         f"Implementations: 'pyrozoo' is examples/vae_dsivi_prior.py's protocol; 'independent' a plain-PyTorch re-implementation "
         f"in this script. Implementations agree when their mean test log-likelihoods are within {AGREEMENT_NATS:g} nat or three "
         "standard errors of the paired difference; one prior beats another when the paired difference over seeds is two "
-        f"standard errors from zero.{gap_note} The thesis (Table 3, full MNIST, its own protocol): DSIVI K = 5000 >= -82.16, "
+        f"standard errors from zero.{gap_note} Training time of the runs: {(runs.seconds_per_epoch * runs.epochs).sum() / 3600:.1f} h "
+        f"(the sum over runs, {args.threads} thread each; runs finished by an earlier invocation are read back from "
+        f"{args.checkpoint_dir}, so the provenance line's time is this invocation's alone). The thesis (Table 3, full MNIST, its own protocol): DSIVI K = 5000 >= -82.16, "
         "VampPrior -82.38; the committed 30-epoch table: DSIVI -92.16, VampPrior -90.62, Normal -91.38.\n\n"
         + provenance_line("examples/controlled/vae_dsivi_prior.py", ["pyrozoo", "recipes/vae_priors.py", "recipes/methods.py"], seconds)
     )
