@@ -822,7 +822,7 @@ DENG = (
                Part("Fashion-MNIST", _cnn("sghmc-sa", "fashion"), Near(93.01, binomial_tolerance(100 - 93.01), "higher"))),
         tolerance=f"MNIST {binomial_tolerance(0.41)} pts, Fashion-MNIST {binomial_tolerance(6.99)} pts: {_MNIST_TOL}.",
         setting="paper", setting_note="100 epochs (the paper's count is not stated), thinning 500, the paper's batch, learning rate, omega and tau; one seed",
-        reason='No controlled experiment yet. One run per data set: 0.43 pts on MNIST is about three binomial standard errors of one run, 0.78 pts on Fashion-MNIST about three; the paper does not state its epochs and the network is reconstructed (shared/notes/sgmcmc-sa.md). A multi-seed run of the 100-epoch protocol is a leg of examples/gpu_runbook.py.',
+        reason='No controlled experiment yet. One run per data set: 0.43 pts on MNIST is about three binomial standard errors of one run, 0.78 pts on Fashion-MNIST about three; the paper does not state its epochs and the network is reconstructed (shared/notes/sgmcmc-sa.md). No CPU-sized setting keeps this claim: the accuracies are those of the full data set, and with batch 1000 and thinning 500 the posterior average gains one sample per 8 epochs, so a shorter run averages almost nothing; one 100-epoch run takes about 2.4 h here. Seeds 1 and 2 of the 100-epoch protocol are legs of examples/gpu_runbook.py (cnn-mnist-seed1, cnn-fashion-seed1, ...).',
     ),
     Claim(
         "deng-table2-ordering", "deng", "Deng et al. 2019, Table 2 and Sec. 5.2",
@@ -834,7 +834,7 @@ DENG = (
                Part("MNIST, 15 epochs: SGHMC-SA vs Dropout", _cnn("sghmc-sa", "mnist", "classify_cnn_e15.csv"), Better(_cnn("dropout", "mnist", "classify_cnn_e15.csv"), "higher", "Dropout"))),
         tolerance="An ordering holds when the 95 % intervals over seeds do not overlap; with one seed per method it can at best hold in direction only.",
         setting="paper", setting_note="100 epochs for the SGHMC pair; the comparison with Vanilla and Dropout only at 15 epochs (classify_cnn_e15); one seed",
-        reason="No controlled experiment yet. One run per method: the SGHMC pair ties on MNIST and is 0.29 pts apart on Fashion-MNIST, about one binomial standard error of a single run (0.27 pts), as the paper's own 0.08-0.4 pt gaps are; the comparison with Vanilla and Dropout is at 15 epochs, where the samplers have drawn few thinned samples. Deciding it needs several seeds of each 100-epoch run (a runbook leg).",
+        reason="No controlled experiment yet. One run per method: the SGHMC pair ties on MNIST and is 0.29 pts apart on Fashion-MNIST, about one binomial standard error of a single run (0.27 pts), as the paper's own 0.08-0.4 pt gaps are; the comparison with Vanilla and Dropout is at 15 epochs, where the samplers have drawn few thinned samples. Deciding it needs several seeds of each 100-epoch run, about 2.4 h each on this CPU, so no CPU-sized controlled experiment: seeds 1 and 2 are legs of examples/gpu_runbook.py (cnn-mnist-seed1, cnn-fashion-seed1, ...).",
     ),
     Claim(
         "deng-fig2-fgsm", "deng", "Deng et al. 2019, Fig. 2 and Sec. 5.3 (FGSM)",
@@ -1028,7 +1028,7 @@ MOLCHANOV = (
         parts=tuple(p for dim in (2, 10, 50) for p in (
             Part(f"dim {dim}: K=1000 vs MC KL", _toy("DSIVI K=1000", dim), Close(_toy("MC KL", dim), 0.05, "MC KL")),
             Part(f"dim {dim}: K=1000 vs K=1", _toy("DSIVI K=1000", dim), Better(_toy("DSIVI K=1", dim), "lower", "K=1")))),
-        tolerance="The final KL with K = 1000 within 5 % of the exact-KL run's (K = 10 ends 6-28 % above it), and below K = 1's with non-overlapping 95 % intervals over seeds.",
+        tolerance="The final KL with K = 1000 within 5 % of the exact-KL run's (K = 10 ends 12-25 % above it in dsivi_toy.csv), and below K = 1's with non-overlapping 95 % intervals over seeds.",
         setting="general", setting_note="our own semi-implicit toy target (multivariate t, 3 degrees of freedom) in 2, 10 and 50 dimensions, 3 seeds (the thesis' Fig. 5 uses its own target); KIVI and AVB not implemented",
     ),
     Claim(
@@ -1049,7 +1049,13 @@ MOLCHANOV = (
         tolerance="Ordering: non-overlapping 95 % intervals (s.e. over test points, one training seed). Value: within 1 nat of the thesis' (its own rows span -83.02 to -82.16).",
         setting="reduced", setting_note="30 epochs (VampPrior's protocol: up to 2000), plain ReLU MLPs, 1000 importance samples on 2000 test images; one seed",
         context=(("Normal prior", _vae("normal", 0)),),
-        reason="No controlled experiment yet. 30 epochs against VampPrior's protocol of up to 2000 and plain ReLU MLPs instead of gated ones, one seed; a prior built from the aggregated posterior can only help once the encoder has converged. The DSIVI bound's value is tested against an exact computation (tests/inference), and the prior-component cache (issue 26) makes longer runs affordable.",
+        controlled=("controlled/vae_dsivi_prior.md",),
+        reason=("The controlled experiment trains 200 passes over the first 10,000 images, three seeds, K at the thesis' fraction "
+                "of the training set, beside a plain-PyTorch re-implementation of the Normal and DSIVI runs: the two agree within "
+                "0.2 nats, so this is no bug in pyrozoo's DSIVI prior. At that size the published VampPrior also falls below the "
+                "Normal prior (the learned priors fit the training images), so it neither shows nor refutes the ordering; the DSIVI "
+                "training bound stays about 8 nats per image looser than the ELBO under the aggregated posterior it estimates. "
+                "What remains is the full protocol: the runbook's vae-dsivi-prior leg (2000 epochs, 100 warm-up, 5000 importance samples)."),
     ),
 )
 
