@@ -21,8 +21,8 @@ attempts and seconds; carry ``runs/gpu`` to the next machine to resume there.
 Left out, with the reason: ``reference_posteriors.py`` and ``reference_matrix.py`` (NUTS and
 thousands of runs on models of a few hundred parameters: CPU-bound, built on CPU by their
 own issue), the comparison notebooks (short matched budgets by design; rerun by
-``scripts/execute_notebook.py``), and the 5-split SGHMC-SA Boston summary (superseded by the
-20-split SG-MCMC table, to be dropped under issue 23).
+``scripts/execute_notebook.py``). The 5-split SGHMC-SA Boston summary is gone (superseded by the
+20-split SG-MCMC table, dropped under issue 23).
 
     python examples/gpu_runbook.py --dry-run         # the plan; checks each leg's script and options; runs nothing
     python examples/gpu_runbook.py --next            # the next unfinished leg, for at most --limit seconds
