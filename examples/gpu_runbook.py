@@ -29,6 +29,8 @@ own issue), the comparison notebooks (short matched budgets by design; rerun by
     python examples/gpu_runbook.py --next --budget 3000   # legs one after another for up to 50 minutes
     python examples/gpu_runbook.py --leg 7           # leg 7 (the numbers --dry-run shows)
     python examples/gpu_runbook.py --status          # the state of every leg
+    python examples/gpu_runbook.py --export out.tgz  # on the GPU machine: results, their manifest rows, the state
+    python examples/gpu_runbook.py --import out.tgz  # back here: the same, merged in (scripts/gpu_legs.sh does both ends)
 
 ``--dry-run`` imports each example and calls its ``main`` with the leg's arguments until its
 argument parser has parsed them (types, choices, ranges), then stops it: no data is read and
@@ -53,6 +55,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from pyrozoo import atomic
+from recipes import provenance as prov
 from recipes.cli import non_negative_int, positive_int, run_main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -161,13 +164,15 @@ LEGS: List[Leg] = [
         "variance_networks: the authors' LeNet-5 with batch normalisation, 200 epochs per parameterisation (the CPU table: LeNet-300-100, 15 epochs)"),
     Leg("fgsm-robustness", "examples/fgsm_robustness.py", ("--epochs", "200", "--checkpoint-dir", "{runs}/fgsm_robustness"), 40,
         "fgsm_robustness: every model for 200 epochs, Sparse VD's recipe length (the CPU table: 15)"),
-    Leg("cnn-mnist", "examples/classify_cnn.py", ("--dataset", "mnist", *_CNN), 30,
+    # 4 min, measured: cnn-mnist-seed1 took 178 s on an H100 (four methods, 100 epochs, both FGSM
+    # protocols; 35-40 s a method), against 2.4 h a method on the 2-core CPU
+    Leg("cnn-mnist", "examples/classify_cnn.py", ("--dataset", "mnist", *_CNN), 4,
         "classify_cnn*(_fgsm) on MNIST: Deng et al.'s CNN, all four methods, 100 epochs, both FGSM protocols (the CPU tables: 15 and 100 epochs, some methods)"),
-    Leg("cnn-fashion", "examples/classify_cnn.py", ("--dataset", "fashion", *_CNN), 30,
+    Leg("cnn-fashion", "examples/classify_cnn.py", ("--dataset", "fashion", *_CNN), 4,
         "classify_cnn*(_fgsm) on Fashion-MNIST, as on MNIST"),
     # Table 2's gaps (0.08-0.4 pts) are about one binomial standard error of a single run:
     # its orderings need seeds, appended to the same tables (the claims ledger reads their mean)
-    *[Leg(f"cnn-{dataset}-seed{seed}", "examples/classify_cnn.py", ("--dataset", dataset, "--seed", str(seed), *_CNN), 30,
+    *[Leg(f"cnn-{dataset}-seed{seed}", "examples/classify_cnn.py", ("--dataset", dataset, "--seed", str(seed), *_CNN), 4,
           f"classify_cnn*(_fgsm) on {name}, seed {seed}: the seeds that give Table 2's orderings an interval (the CPU tables: seed 0 only)")
       for seed in (1, 2) for dataset, name in (("mnist", "MNIST"), ("fashion", "Fashion-MNIST"))],
     Leg("sparse-regression-paper", "examples/sparse_regression.py", ("--iterations", "500000", "--seeds", "0-19"), 900,
@@ -236,7 +241,7 @@ def next_leg(legs: Sequence[Leg], state: dict) -> Optional[Leg]:
     for leg in legs:
         if status_of(state, leg) in (DONE, STALLED, FAILED):
             continue
-        if all(status_of(state, by_name(legs, n)) == DONE for n in leg.needs):
+        if all(state["legs"].get(n, {}).get("status") == DONE for n in leg.needs):
             return leg
     return None
 
@@ -305,6 +310,105 @@ def attempt(leg: Leg, number: int, state: dict, state_path: Path, options) -> st
     write_state(state_path, state)
     print(f"== {leg.name}: {status} after {seconds:.0f} s ({record['attempts']} attempt(s), {record['seconds']:.0f} s in all)", flush=True)
     return status
+
+
+# -- the trip back from a GPU machine ---------------------------------------------------------
+
+#: a bundle's members: the results folder's files, their manifest rows, the state
+BUNDLE_RESULTS, BUNDLE_ROWS, BUNDLE_STATE = "results", "manifest_rows.csv", "runbook_state.json"
+
+
+def _results_rows(manifest: Path, results: Path) -> Dict[str, Dict[str, str]]:
+    """The manifest's rows of files under ``results`` (the manifest lists files by their path
+    relative to its own folder)."""
+    home, results = manifest.parent.resolve(), results.resolve()
+    return {name: row for name, row in prov.read_manifest(manifest).items() if (home / name).resolve().is_relative_to(results)}
+
+
+def export_bundle(path: Path, results: Path, state_path: Path, manifest: Path) -> List[str]:
+    """Packs what the legs produced into one gzip tar at ``path`` for the trip back from a
+    machine that is given back (a few files come back from it, and its checkpoints are too large
+    to): every file under ``results``, those files' manifest rows and the state. Returns the
+    names packed."""
+    import tarfile
+
+    names = []
+    with atomic.atomic_path(path) as tmp, tarfile.open(tmp, "w:gz") as bundle:
+        if results.is_dir():
+            for file in sorted(p for p in results.rglob("*") if p.is_file() and not p.name.startswith(".")):
+                name = f"{BUNDLE_RESULTS}/{file.relative_to(results).as_posix()}"
+                bundle.add(file, arcname=name)
+                names.append(name)
+        for name, data in ((BUNDLE_ROWS, prov.manifest_text(_results_rows(manifest, results))),
+                           (BUNDLE_STATE, json.dumps(read_state(state_path), indent=1, sort_keys=True))):
+            info = tarfile.TarInfo(name)
+            info.size = len(data.encode())
+            info.mtime = int(time.time())
+            bundle.addfile(info, io.BytesIO(data.encode()))
+            names.append(name)
+    return names
+
+
+def _bundle_members(bundle) -> Dict[str, bytes]:
+    """A bundle's files by name. A bundle is data from another machine: a member that is not a
+    regular file, or whose name leaves the bundle's three places, is refused, and nothing is
+    written."""
+    from pathlib import PurePosixPath
+
+    files = {}
+    for member in bundle.getmembers():
+        name = PurePosixPath(member.name)
+        inside = not name.is_absolute() and ".." not in name.parts and (
+            member.name in (BUNDLE_ROWS, BUNDLE_STATE) or (len(name.parts) > 1 and name.parts[0] == BUNDLE_RESULTS))
+        if not member.isfile() or not inside:
+            raise ValueError(f"the bundle's member {member.name!r} is not a file under {BUNDLE_RESULTS}/ nor {BUNDLE_ROWS} or {BUNDLE_STATE}; "
+                             "it was not written by gpu_runbook.py --export: nothing was imported")
+        files[member.name] = bundle.extractfile(member).read()
+    return files
+
+
+def merge_states(home: dict, away: dict) -> dict:
+    """``home`` with each leg's record replaced by ``away``'s where that one is later (or new)."""
+    def when(record):
+        return time.strptime(record["last"], "%Y-%m-%dT%H:%M:%S%z") if record.get("last") else time.gmtime(0)
+
+    merged = {"version": STATE_VERSION, "legs": dict(home["legs"])}
+    for name, record in away["legs"].items():
+        if name not in merged["legs"] or when(record) >= when(merged["legs"][name]):
+            merged["legs"][name] = record
+    return merged
+
+
+def import_bundle(path: Path, results: Path, state_path: Path, manifest: Path) -> List[str]:
+    """Unpacks a bundle of :func:`export_bundle` here: its files into ``results``, their rows
+    into the manifest, its legs' records into the state (the later record of a leg wins).
+    Returns the results files written."""
+    import tarfile
+
+    try:
+        with tarfile.open(path, "r:gz") as bundle:
+            files = _bundle_members(bundle)
+    except (tarfile.TarError, OSError) as e:
+        raise ValueError(f"{path} is not a bundle of gpu_runbook.py --export ({e})") from None
+    missing = [n for n in (BUNDLE_ROWS, BUNDLE_STATE) if n not in files]
+    if missing:
+        raise ValueError(f"{path} lacks {' and '.join(missing)}: it was not written by gpu_runbook.py --export")
+    with tempfile.TemporaryDirectory() as scratch:
+        away_state = read_state(atomic.write_text(Path(scratch) / BUNDLE_STATE, files.pop(BUNDLE_STATE).decode()))
+        rows = prov.read_manifest(atomic.write_text(Path(scratch) / BUNDLE_ROWS, files.pop(BUNDLE_ROWS).decode()))
+    home = manifest.parent.resolve()
+    strays = [name for name in rows if not (home / name).resolve().is_relative_to(results.resolve())]
+    if strays:
+        raise ValueError(f"{path}: manifest rows of files outside {results}: {strays}; nothing was imported")
+    written = []
+    for name, data in files.items():
+        target = results / name[len(BUNDLE_RESULTS) + 1:]
+        with atomic.atomic_path(target) as tmp:
+            tmp.write_bytes(data)
+        written.append(str(target))
+    prov.upsert(manifest, rows.values())
+    write_state(state_path, merge_states(read_state(state_path), away_state))
+    return written
 
 
 # -- the dry run -----------------------------------------------------------------------------
@@ -413,6 +517,8 @@ def parse_args(argv=None):
     action.add_argument("--next", action="store_true", help="run the next unfinished leg")
     action.add_argument("--leg", type=positive_int, help="run leg N (the numbers --dry-run shows), whatever its state")
     action.add_argument("--status", action="store_true", help="print each leg's state")
+    action.add_argument("--export", type=Path, metavar="FILE", help="pack the results folder, its manifest rows and the state into FILE (a gzip tar) for the trip back")
+    action.add_argument("--import", dest="import_", type=Path, metavar="FILE", help="unpack a bundle of --export here: results, manifest rows, state")
     parser.add_argument("--device", default="cuda", choices=DEVICES, help="the device every leg runs on (default cuda; cpu for a trial)")
     parser.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS, help=f"where the legs write results (default {DEFAULT_RESULTS})")
     parser.add_argument("--run-dir", type=Path, default=DEFAULT_RUNS, help=f"checkpoints, samples and the state (default {DEFAULT_RUNS})")
@@ -421,10 +527,17 @@ def parse_args(argv=None):
     parser.add_argument("--limit", type=positive_int, default=DEFAULT_LIMIT, help=f"seconds a leg may run (default {DEFAULT_LIMIT})")
     parser.add_argument("--grace", type=non_negative_int, default=60, help="seconds between SIGINT and SIGKILL at the limit (default 60)")
     parser.add_argument("--budget", type=positive_int, default=None, help="with --next: run legs one after another while this many seconds last")
+    parser.add_argument("--only", type=str, default=None, metavar="LEGS", help="with --next: only these legs, by name or number, comma-separated (in the plan's order)")
+    parser.add_argument("--manifest", type=Path, default=None, help="the results manifest (default docs/results/MANIFEST.csv)")
     args = parser.parse_args(argv)
     if args.budget is not None and not args.next:
         parser.error("--budget goes with --next")
+    if args.only is not None and not args.next:
+        parser.error("--only goes with --next")
     args.state = args.state or args.run_dir / "runbook_state.json"
+    args.manifest = args.manifest or prov.manifest_path(ROOT)
+    if args.import_ is not None and not args.import_.is_file():
+        parser.error(f"--import: no file {args.import_}")
     return args
 
 
@@ -440,14 +553,27 @@ def main(argv=None, legs: Optional[Sequence[Leg]] = None):
     if args.status:
         print_status(legs, state)
         return 0
+    if args.export:
+        names = export_bundle(args.export, args.results_dir, args.state, args.manifest)
+        print(f"{args.export}: {len(names) - 2} results file(s), their manifest rows and the state")
+        return 0
+    if args.import_:
+        written = import_bundle(args.import_, args.results_dir, args.state, args.manifest)
+        print(f"{args.import_}: {len(written)} results file(s) into {args.results_dir}, their rows into {args.manifest}, the legs' records into {args.state}")
+        print_status(legs, read_state(args.state))
+        return 0
     if args.leg:
         leg = by_name(legs, args.leg)
         return 0 if attempt(leg, legs.index(leg) + 1, state, args.state, args) in (DONE, PARTIAL) else 1
+    candidates = legs
+    if args.only is not None:
+        chosen = {by_name(legs, key.strip()).name for key in args.only.split(",") if key.strip()}
+        candidates = [leg for leg in legs if leg.name in chosen]
     deadline = time.monotonic() + (args.budget or 0)
     while True:
-        leg = next_leg(legs, state)
+        leg = next_leg(candidates, state)
         if leg is None:
-            left = [f"{leg.name} ({status_of(state, leg)})" for leg in legs if status_of(state, leg) != DONE]
+            left = [f"{leg.name} ({status_of(state, leg)})" for leg in candidates if status_of(state, leg) != DONE]
             print("every leg is done" if not left else "no leg can run next; not done: " + ", ".join(left))
             return 0
         status = attempt(leg, legs.index(leg) + 1, state, args.state, args)

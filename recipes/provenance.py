@@ -43,6 +43,7 @@ import csv
 import io
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -112,9 +113,22 @@ def modified(root: PathLike, paths: Iterable[str]) -> bool:
     return bool(out and out.strip())
 
 
+#: names the commit of a copy of the working tree whose git history is missing or lags (the
+#: GPU machine's copy: there, ``git rev-parse HEAD`` printed an earlier commit than the one sent)
+SOURCE_COMMIT_VARIABLE = "PYROZOO_SOURCE_COMMIT"
+
+
 def commit_label(root: PathLike, depends: Iterable[str]) -> str:
     """``<hash>`` of HEAD, ``<hash>+dirty`` when a file of ``depends`` differs from it, or
-    ``uncommitted`` outside a git checkout."""
+    ``uncommitted`` outside a git checkout; ``$PYROZOO_SOURCE_COMMIT`` (:data:`SOURCE_COMMIT_VARIABLE`),
+    when set, is taken as the commit instead, by whoever copied a clean checkout of it.
+
+    :raises ValueError: naming the variable when its value is not a commit hash."""
+    given = os.environ.get(SOURCE_COMMIT_VARIABLE, "").strip()
+    if given:
+        if not re.fullmatch(r"[0-9a-f]{7,40}", given):
+            raise ValueError(f"${SOURCE_COMMIT_VARIABLE}={given!r} is not a commit hash (7 to 40 hex digits); unset it or give the hash of the commit copied")
+        return given[:SHORT_HASH]
     head = head_commit(root)
     if head is None:
         return "uncommitted"
@@ -697,7 +711,7 @@ def check_manifest(root: Optional[PathLike] = None, rows: Optional[Mapping[str, 
 
 
 __all__ = [
-    "COLUMNS", "MANIFEST_NAME", "INFRASTRUCTURE", "repo_root", "results_dir", "manifest_path", "git", "head_commit",
+    "COLUMNS", "MANIFEST_NAME", "SOURCE_COMMIT_VARIABLE", "INFRASTRUCTURE", "repo_root", "results_dir", "manifest_path", "git", "head_commit",
     "modified", "commit_label", "read_manifest", "manifest_text", "write_manifest", "update", "upsert", "recipe_imports",
     "depends_of", "split_depends", "settings_from_argv", "device_label", "command_line", "now_iso", "record_outputs",
     "tracking_writes", "recording_outputs", "results_files", "History", "history", "Stale", "staleness", "Report",

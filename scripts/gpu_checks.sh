@@ -31,7 +31,8 @@ step() {  # step NAME SECONDS COMMAND...: run under a limit, log to $OUT/NAME.lo
 
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   python3 -c "import torch, pyro; print('torch', torch.__version__, 'pyro', pyro.__version__, torch.cuda.get_device_name(), 'cpus', __import__('os').cpu_count())"
-  git rev-parse HEAD 2>/dev/null; } | tee "$OUT/machine.txt"
+  # this copy's .git can lag behind the tree sent: the caller names the commit
+  echo "commit ${PYROZOO_SOURCE_COMMIT:-not named (set PYROZOO_SOURCE_COMMIT); the copied git says $(git rev-parse HEAD 2>/dev/null)}"; } | tee "$OUT/machine.txt"
 
 PYTEST="python3 -m pytest -q -p no:cacheprovider -o addopts=-ra"
 step cuda_tests "${CUDA_TESTS_LIMIT:-280}" $PYTEST -n 12 -k cuda tests

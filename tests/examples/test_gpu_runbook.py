@@ -3,7 +3,9 @@ without training; the plan covers every example with committed results; and the 
 leg to its limit, marks it partial, resumes it, and tells progress from a stall and a failure
 (on small stand-in scripts whose behaviour is known)."""
 
+import io
 import runpy
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -142,3 +144,116 @@ def test_the_shared_options_are_added_to_every_example_leg(runbook, tmp_path):
     leg = runbook["LEGS"][0]
     argv = leg.argv(Path("R"), Path("U"), "cuda", Path("D"))
     assert argv[-7:] == ["--device", "cuda", "--results-dir", "R", "--no-progress", "--data-dir", "D"]
+
+
+def test_only_runs_the_named_legs_in_the_plans_order(runbook, tmp_path):
+    legs = [stand_in(tmp_path, runbook, name, tmp_path / "results" / f"{name}.txt", 1, 0) for name in ("a", "b", "c", "d")]
+    assert runbook["main"](["--next", "--budget", "60", "--only", "d,2", *options(tmp_path, "--limit", "5", "--grace", "1")], legs=legs) == 0
+    assert {name: record["status"] for name, record in state_of(runbook, tmp_path).items()} == {"b": "done", "d": "done"}
+    with pytest.raises(ValueError, match="no leg 'e'"):
+        runbook["main"](["--next", "--only", "e", *options(tmp_path)], legs=legs)
+
+
+# -- the trip back from a GPU machine ---------------------------------------------------------
+
+def manifest_row(name, commit):
+    return {"file": name, "command": f"python examples/x.py --out {name}", "commit": commit, "settings": "{}", "device": "cuda:0 (GPU)",
+            "threads": "4", "seconds": "1.0", "created": "2026-11-26T00:00:00+00:00", "depends": "examples/x.py", "waiver": "", "source": "run"}
+
+
+def home_options(home):
+    return ["--results-dir", str(home / "docs" / "results" / "gpu"), "--run-dir", str(home / "runs"),
+            "--manifest", str(home / "docs" / "results" / "MANIFEST.csv")]
+
+
+def test_export_then_import_brings_results_rows_and_state_home(runbook, tmp_path):
+    away, home = tmp_path / "away", tmp_path / "home"
+    files = {"table.csv": b"a,b\n1,2\n", "figures/plot.png": bytes(range(256))}
+    for name, data in files.items():
+        (away / "docs" / "results" / "gpu" / name).parent.mkdir(parents=True, exist_ok=True)
+        (away / "docs" / "results" / "gpu" / name).write_bytes(data)
+    prov.upsert(away / "docs" / "results" / "MANIFEST.csv", [manifest_row(f"gpu/{n}", "aaaaaaa") for n in files] + [manifest_row("cpu.csv", "ccccccc")])
+    runbook["write_state"](away / "runs" / "runbook_state.json", {"version": 1, "legs": {
+        "leg1": {"status": "done", "attempts": 1, "seconds": 9.0, "last": "2026-11-26T14:00:00+0000"},
+        "leg2": {"status": "partial", "attempts": 1, "seconds": 5.0, "last": "2026-11-26T09:00:00+0000"}}})
+    # at home: an older record of leg1, a later one of leg2, a leg of its own, and its own CPU row
+    prov.upsert(home / "docs" / "results" / "MANIFEST.csv", [manifest_row("cpu.csv", "ddddddd")])
+    runbook["write_state"](home / "runs" / "runbook_state.json", {"version": 1, "legs": {
+        "leg1": {"status": "partial", "attempts": 1, "seconds": 3.0, "last": "2026-11-25T10:00:00+0000"},
+        "leg2": {"status": "done", "attempts": 2, "seconds": 8.0, "last": "2026-11-26T10:00:00+0000"},
+        "leg3": {"status": "failed", "attempts": 1, "seconds": 1.0, "last": "2026-11-20T10:00:00+0000"}}})
+
+    bundle = tmp_path / "bundle.tgz"
+    assert runbook["main"](["--export", str(bundle), *home_options(away)]) == 0
+    assert runbook["main"](["--import", str(bundle), *home_options(home)]) == 0
+
+    for name, data in files.items():
+        assert (home / "docs" / "results" / "gpu" / name).read_bytes() == data
+    rows = prov.read_manifest(home / "docs" / "results" / "MANIFEST.csv")
+    assert {n: r["commit"] for n, r in rows.items()} == {"gpu/table.csv": "aaaaaaa", "gpu/figures/plot.png": "aaaaaaa", "cpu.csv": "ddddddd"}
+    legs = runbook["read_state"](home / "runs" / "runbook_state.json")["legs"]
+    assert {n: r["status"] for n, r in legs.items()} == {"leg1": "done", "leg2": "done", "leg3": "failed"}  # the later record wins
+
+
+def bundle_with(tmp_path, runbook, member):
+    """A bundle whose parts are in order but for one member, ``member(tar)`` adds it."""
+    path = tmp_path / "evil.tgz"
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in (("manifest_rows.csv", prov.manifest_text({})), ("runbook_state.json", '{"version": 1, "legs": {}}'),
+                           ("results/fine.csv", "x\n")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data.encode()))
+        member(tar)
+    return path
+
+
+def _file(name):
+    def add(tar):
+        info = tarfile.TarInfo(name)
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"x\n"))
+    return add
+
+
+def _link(tar):
+    info = tarfile.TarInfo("results/link.csv")
+    info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
+    tar.addfile(info)
+
+
+EVIL_MEMBERS = {
+    "a parent-folder escape": _file("../escaped.csv"),
+    "an escape inside results/": _file("results/../../escaped.csv"),
+    "an absolute path": _file("/tmp/escaped.csv"),
+    "a file beside the three places": _file("other.py"),
+    "a symbolic link": _link,
+}
+
+
+@pytest.mark.parametrize("case", EVIL_MEMBERS)
+def test_a_bundle_member_outside_its_places_is_refused_and_nothing_written(runbook, tmp_path, case):
+    bundle = bundle_with(tmp_path, runbook, EVIL_MEMBERS[case])
+    home = tmp_path / "home"
+    with pytest.raises(ValueError, match="nothing was imported"):
+        runbook["main"](["--import", str(bundle), *home_options(home)])
+    assert not home.exists() and not (tmp_path / "escaped.csv").exists()
+
+
+def test_manifest_rows_of_files_outside_the_results_folder_are_refused(runbook, tmp_path):
+    away = tmp_path / "away"
+    (away / "docs" / "results" / "gpu").mkdir(parents=True)
+    runbook["write_state"](away / "runs" / "runbook_state.json", {"version": 1, "legs": {}})
+    bundle = tmp_path / "bundle.tgz"
+    runbook["main"](["--export", str(bundle), *home_options(away)])
+    with tarfile.open(bundle) as tar:  # forge a row for a CPU result into the rows file
+        files = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}
+    files["manifest_rows.csv"] = prov.manifest_text({"cpu.csv": manifest_row("cpu.csv", "eeeeeee")}).encode()
+    with tarfile.open(bundle, "w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    with pytest.raises(ValueError, match="outside"):
+        runbook["main"](["--import", str(bundle), *home_options(tmp_path / "home")])
+    assert not (tmp_path / "home").exists()

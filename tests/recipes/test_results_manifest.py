@@ -250,6 +250,26 @@ def test_a_run_records_the_results_it_wrote_and_nothing_else(repo, tmp_path):
     assert float(got["seconds"]) >= 0 and got["source"] == "run" and got["waiver"] == ""
 
 
+SOURCE_COMMITS = {"a short hash": ("abc1234", "abc1234"), "a full hash": ("f" * 40, "f" * 12)}
+
+
+@pytest.mark.parametrize("case", SOURCE_COMMITS)
+def test_a_copy_that_names_its_commit_is_recorded_at_that_commit(repo, monkeypatch, case):
+    # the GPU machine's copy of the tree: its .git lags (here: a later, dirty tree than HEAD)
+    given, recorded = SOURCE_COMMITS[case]
+    write(repo, "examples/ex.py", "# changed\n" + FILES["examples/ex.py"])
+    assert prov.commit_label(repo, EX_DEPENDS).endswith("+dirty")
+    monkeypatch.setenv(prov.SOURCE_COMMIT_VARIABLE, given)
+    assert prov.commit_label(repo, EX_DEPENDS) == recorded
+
+
+@pytest.mark.parametrize("value", ["HEAD", "abc12", "abc1234+dirty", "g" * 12])
+def test_a_named_commit_that_is_not_a_hash_is_refused_naming_the_variable(repo, monkeypatch, value):
+    monkeypatch.setenv(prov.SOURCE_COMMIT_VARIABLE, value)
+    with pytest.raises(ValueError, match=prov.SOURCE_COMMIT_VARIABLE):
+        prov.commit_label(repo, EX_DEPENDS)
+
+
 def test_an_interrupted_run_records_what_it_wrote_and_restores_the_writers(repo):
     argv = [str(repo / "examples" / "ex.py")]
     write(repo, "recipes/shared.py", "value = 5\n")  # uncommitted change to a dependency
