@@ -12,7 +12,10 @@ minibatches of ``--batch-size`` examples with four estimators sharing the same m
 * no weight noise, weights at the posterior mean (``weight_means``; the minimal variance).
 
 For each, the empirical variance across repeats is averaged over the entries of the
-layer's weight matrix. The table (and the published one, labelled) goes to
+layer's weight matrix, with its standard error from the repeats themselves
+(:func:`variance_and_se`): the entries share one weight sample per minibatch in the standard
+estimator, so they are far from independent and a chi-square error would understate the noise
+several-fold. The table (and the published one, labelled) goes to
 ``docs/results/local_reparam_variance.{csv,md}``.
 
     python examples/local_reparam_variance.py                       # paper-like: 3x1000, epochs 10 and 100
@@ -67,15 +70,28 @@ PUBLISHED = {
 }
 
 
-MEASUREMENT_COLUMNS = ["estimator", "epoch", "var_top", "var_bottom", "seconds_per_estimate"]
+MEASUREMENT_COLUMNS = ["estimator", "epoch", "var_top", "var_bottom", "seconds_per_estimate", "se_top", "se_bottom"]
+
+
+def variance_and_se(grads: torch.Tensor):
+    """The variance across ``grads``' first dimension (n repeats), averaged over its other
+    entries, and that average's standard error over the repeats.
+
+    The average is ``sum_r d_r / (n - 1)`` with ``d_r`` the mean squared deviation of repeat r
+    from the mean over repeats: a mean over repeats, so its error is ``n / (n - 1)`` times the
+    standard deviation of the ``d_r`` over ``sqrt(n)``, whatever the dependence between entries."""
+    n = grads.shape[0]
+    d = (grads - grads.mean(0)).flatten(1).pow(2).mean(1)
+    return (d.sum() / (n - 1)).item(), (d.std() * n / (n - 1) / n ** 0.5).item()
 
 
 def _checkpoint_epoch(path):
     return load_state(path, map_location="cpu")["epoch"]
 
 
-def gradient_variances(model, guide, objective, x, y, batch_size, repeats, seed):
-    """``{estimator: (var_top, var_bottom, seconds per estimate)}`` of ``objective``'s data term."""
+def gradient_variances(model, guide, objective, x, y, batch_size, repeats, seed, standard_errors=False):
+    """``{estimator: (var_top, var_bottom, seconds per estimate)}`` of ``objective``'s data term;
+    with ``standard_errors``, each tuple ends with the two variances' standard errors."""
     names = [n for n in guide.sites() if n.endswith("weight")]
     bottom, top = names[0], names[-1]
     params = [guide.locs[guide.sites()[top].key], guide.locs[guide.sites()[bottom].key]]
@@ -95,9 +111,8 @@ def gradient_variances(model, guide, objective, x, y, batch_size, repeats, seed)
             grads_top.append(g_top)
             grads_bottom.append(g_bottom)
         seconds = (time.perf_counter() - t0) / repeats
-        var_top = torch.stack(grads_top).var(0).mean().item()
-        var_bottom = torch.stack(grads_bottom).var(0).mean().item()
-        out[estimator] = (var_top, var_bottom, seconds)
+        (var_top, se_top), (var_bottom, se_bottom) = variance_and_se(torch.stack(grads_top)), variance_and_se(torch.stack(grads_bottom))
+        out[estimator] = (var_top, var_bottom, seconds) + ((se_top, se_bottom) if standard_errors else ())
     return out
 
 
@@ -147,14 +162,18 @@ def main(argv=None):
         # each call resumes from the checkpoint of the previous one (same optimizer state)
         fit(model, guide, (x, y), epochs=epoch, batch_size=args.batch_size, lr=args.lr, objective=objective, estimator=spec.estimator,
             seed=args.seed, progress=not args.no_progress, checkpoint=checkpoint)
-        variances = gradient_variances(model, guide, objective, x, y, args.batch_size, args.repeats, args.seed + epoch)
-        rows = [{"estimator": estimator, "epoch": epoch, "var_top": var_top, "var_bottom": var_bottom, "seconds_per_estimate": seconds}
-                for estimator, (var_top, var_bottom, seconds) in variances.items()]
+        variances = gradient_variances(model, guide, objective, x, y, args.batch_size, args.repeats, args.seed + epoch, standard_errors=True)
+        rows = [{"estimator": estimator, "epoch": epoch, "var_top": var_top, "var_bottom": var_bottom, "seconds_per_estimate": seconds,
+                 "se_top": se_top, "se_bottom": se_bottom}
+                for estimator, (var_top, var_bottom, seconds, se_top, se_bottom) in variances.items()]
         measured = pd.concat([measured, pd.DataFrame(rows)], ignore_index=True)
         atomic.write_csv(measured, measured_path)
     long = measured[measured.epoch.isin(checkpoints)]
     table = long.pivot(index="estimator", columns="epoch", values=["var_top", "var_bottom"])
     table.columns = [f"{'top' if a == 'var_top' else 'bottom'} layer, epoch {e}" for a, e in table.columns]
+    errors = long.pivot(index="estimator", columns="epoch", values=["se_top", "se_bottom"])
+    for (a, e), column in errors.items():
+        table[f"{'top' if a == 'se_top' else 'bottom'} layer, epoch {e}, s.e."] = column
     table["seconds per estimate"] = long.groupby("estimator").seconds_per_estimate.mean()
     table = table.loc[list(ESTIMATORS)].reset_index()
     table.insert(1, "source", "measured (this repository)")
@@ -167,7 +186,8 @@ def main(argv=None):
         f"Measured: {'MNIST' if own is None else own.dataset}, MLP {in_features}-{'-'.join(map(str, hidden))}-{num_classes} with a mean-field Gaussian posterior and N(0, 1) prior, "
         f"trained with local reparameterization (Adam, lr {args.lr}, batch {args.batch_size}); variance over {args.repeats} "
         "minibatch estimates of the gradient of the expected log-likelihood with respect to the posterior means of the top and "
-        "bottom weight matrices, averaged over entries. Kingma et al. used Gaussian-dropout posteriors and their own network, "
+        "bottom weight matrices, averaged over entries; s.e.: its standard error over the repeats (from the spread of each repeat's "
+        "mean squared deviation, which holds however the entries depend on each other). Kingma et al. used Gaussian-dropout posteriors and their own network, "
         "so compare orderings and ratios, not absolute values."
     )
     if own is not None:

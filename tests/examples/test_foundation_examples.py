@@ -55,5 +55,6 @@ def test_local_reparam_variance_quick(tmp_path, monkeypatch):
     run_example("local_reparam_variance.py", "--quick", "--no-progress", "--results-dir", tmp_path, monkeypatch=monkeypatch)
     table = pd.read_csv(tmp_path / "local_reparam_variance_quick.csv")
     measured = table[table.source == "measured (this repository)"]
-    values = measured[["top layer, epoch 1", "top layer, epoch 2", "bottom layer, epoch 1", "bottom layer, epoch 2"]].to_numpy()
-    assert len(measured) == 4 and (values > 0).all()
+    cells = ["top layer, epoch 1", "top layer, epoch 2", "bottom layer, epoch 1", "bottom layer, epoch 2"]
+    values, errors = measured[cells].to_numpy(), measured[[c + ", s.e." for c in cells]].to_numpy()
+    assert len(measured) == 4 and (values > 0).all() and (errors > 0).all()

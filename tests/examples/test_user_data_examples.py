@@ -155,8 +155,8 @@ def test_local_reparam_variance_runs_any_image_size(small, tmp_path, monkeypatch
     run_example("local_reparam_variance.py", "--quick", "--data", small, "--results-dir", tmp_path, "--no-progress", monkeypatch=monkeypatch)
     table = pd.read_csv(tmp_path / "local_reparam_variance_stripes_quick.csv")
     assert len(table) == 4 and set(table.source) == {"measured (this repository)"}  # no published rows
-    variances = table[[c for c in table.columns if "layer" in c]]
-    assert variances.shape == (4, 4) and (variances > 0).all().all()
+    variances = table[[c for c in table.columns if "layer" in c]]  # a variance and its s.e. per cell
+    assert variances.shape == (4, 8) and (variances > 0).all().all()
     assert "Measured: stripes, MLP 64-32-12" in (tmp_path / "local_reparam_variance_stripes_quick.md").read_text()
 
 
