@@ -7,18 +7,12 @@
 #
 #   bash scripts/gpu_checks.sh            # on the GPU machine, from the repository root
 #
-# The machine's image has torch but not Pyro: wheels found in .whl/ are installed to /tmp/site
-# first; a data copy in .gpudata/ (shared/data's uci and MNIST) becomes $PYROZOO_DATA_DIR.
+# Wheels in .whl/ (Pyro, for an image without it) and a data copy in .gpudata/ (shared/data's
+# uci and MNIST) are used as scripts/gpu_env.sh says.
 set -u
 OUT=${OUT:-/tmp/gpu_checks}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-if compgen -G ".whl/*.whl" > /dev/null; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-    export PYTHONPATH=/tmp/site
-fi
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-[ -d .gpudata ] && export PYROZOO_DATA_DIR=$PWD/.gpudata
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+source scripts/gpu_env.sh
 
 step() {  # step NAME SECONDS COMMAND...: run under a limit, log to $OUT/NAME.log, say how it ended
     local name=$1 limit=$2; shift 2

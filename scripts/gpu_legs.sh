@@ -9,23 +9,17 @@
 # the manifest rows take it from here, $PYROZOO_SOURCE_COMMIT); SECONDS the time for legs, which
 # run one after another while a whole LIMIT (default 480) is left, in the plan's order or only
 # LEGS (names or numbers, comma-separated: gpu_runbook.py --only). Carry runs/gpu (the state:
-# which legs are done) along with .whl/ and the data folder, as for scripts/gpu_checks.sh: wheels
-# found in .whl/ are installed, $PYROZOO_DATA_DIR or .gpudata/ is the data (the Fashion-MNIST legs
-# need a folder with FashionMNIST/). The bundle, $OUT/gpu_legs.tgz, holds docs/results/gpu's
-# files, their manifest rows and the state; a leg cut at its limit resumes from scratch on the
-# next machine (its checkpoints stay behind), so LIMIT should hold a whole leg.
+# which legs are done) along with .whl/ and the data folder (scripts/gpu_env.sh; the
+# Fashion-MNIST legs need $PYROZOO_DATA_DIR to be a folder with FashionMNIST/). The bundle,
+# $OUT/gpu_legs.tgz, holds docs/results/gpu's files, their manifest rows and the state; a leg cut
+# at its limit resumes from scratch on the next machine (its checkpoints stay behind), so LIMIT
+# should hold a whole leg.
 set -u
 if [ $# -lt 2 ]; then echo "usage: bash scripts/gpu_legs.sh COMMIT SECONDS [LIMIT [LEGS]]" >&2; exit 2; fi
 export PYROZOO_SOURCE_COMMIT=$1
 OUT=${OUT:-/tmp/gpu_legs}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
-if compgen -G ".whl/*.whl" > /dev/null; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-    export PYTHONPATH=/tmp/site
-fi
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-if [ -z "${PYROZOO_DATA_DIR:-}" ] && [ -d .gpudata ]; then export PYROZOO_DATA_DIR=$PWD/.gpudata; fi
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
+source scripts/gpu_env.sh
 nvidia-smi --query-gpu=name --format=csv,noheader
 python3 examples/gpu_runbook.py --next --budget "$2" --limit "${3:-480}" --grace 20 ${4:+--only "$4"} 2>&1 | tee "$OUT/gpu_legs.log" | grep -E "^== |accuracy|Error|error:"
 python3 examples/gpu_runbook.py --status | grep -v "not started"
