@@ -61,7 +61,7 @@ def main(argv=None):
     parser.add_argument("--init-scale", type=positive_float, default=0.01)
     parser.add_argument("--eval-k", type=positive_int, default=1000, help="K1 = K2 of the evaluation bounds")
     parser.add_argument("--eval-particles", type=positive_int, default=400)
-    parser.add_argument("--curve-every", type=positive_int, default=25, help="epochs between marginal ELBO estimates for the plot")
+    parser.add_argument("--curve-every", type=positive_int, default=None, help="epochs between marginal ELBO estimates for the plot (default 25; --quick: 2); they leave the training's draws as they were")
     parser.add_argument("--curve-k", type=positive_int, default=200)
     parser.add_argument("--curve-particles", type=positive_int, default=20)
     parser.add_argument("--num-samples", type=positive_int, default=100, help="posterior samples for test metrics")
@@ -71,7 +71,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.quick:
         args.splits, args.epochs, args.eval_k, args.eval_particles = "0", 4, 20, 4
-        args.curve_every, args.curve_k, args.curve_particles, args.num_samples = 2, 10, 2, 10
+        args.curve_k, args.curve_particles, args.num_samples = 10, 2, 10
+    args.curve_every = args.curve_every or (2 if args.quick else 25)
     methods = args.methods
     bad = [m for m in methods if m not in METHODS]
     if bad:

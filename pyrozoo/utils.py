@@ -136,3 +136,15 @@ def set_rng_states(states: dict) -> None:
     pyro.util.set_rng_state(pyro_states)
     if "cuda" in states and torch.cuda.is_available():
         torch.cuda.set_rng_state_all([s.cpu() for s in states["cuda"]])
+
+
+@contextmanager
+def rng_states_kept() -> Iterator[None]:
+    """Every random stream (:func:`rng_states`) as it was before the block, after it: a
+    measurement taken during training (a curve point, a check) must not change what training
+    draws next, nor depend on how often it is taken."""
+    states = rng_states()
+    try:
+        yield
+    finally:
+        set_rng_states(states)

@@ -23,7 +23,7 @@ from pyrozoo import atomic
 from pyrozoo.guides import MeanFieldNormalGuide, SemiImplicitGuide
 from pyrozoo.inference import ClosedFormKL_ELBO, DSIVI_ELBO, evaluate, fit
 from pyrozoo.models import MLP, BayesianNeuralNetwork, Gaussian, NormalGammaPrior
-from pyrozoo.utils import set_seed
+from pyrozoo.utils import rng_states_kept, set_seed
 from recipes.config import RunConfig
 from recipes.methods import method as declaration
 
@@ -95,6 +95,12 @@ class Scorer:
 
     @torch.no_grad()
     def __call__(self, spec, guide, particles, k, seed=0):
+        # its own seed, then every stream back as it was: a curve point taken during training
+        # must not move training's draws (it reseeded them, so the runs depended on --curve-every)
+        with rng_states_kept():
+            return self._score(spec, guide, particles, k, seed)
+
+    def _score(self, spec, guide, particles, k, seed):
         # Common random numbers: every estimate is evaluated on the same posterior draws
         # (one guide trace per particle, replayed into each model) with the same log q(w) term,
         # so their differences (exact vs lower vs upper differ only in how log p(w) is

@@ -1,10 +1,14 @@
-"""pyrozoo.utils: evaluation_mode."""
+"""pyrozoo.utils: evaluation_mode, rng_states_kept, parse_int_ranges."""
 
+import random
+
+import numpy as np
+import pyro
 import pytest
 import torch
 from torch import nn
 
-from pyrozoo.utils import evaluation_mode
+from pyrozoo.utils import evaluation_mode, rng_states_kept
 
 
 def test_evaluation_mode_freezes_batch_statistics_and_restores_each_modules_mode(device):
@@ -60,3 +64,24 @@ def test_parse_int_ranges_rejects_empty_reversed_and_negative_specs(spec, messag
     with pytest.raises(ValueError, match=message) as info:
         parse_int_ranges(spec)
     assert repr(spec) in str(info.value) and "\n" not in str(info.value)
+
+
+def draws(device):
+    return random.random(), float(np.random.rand()), torch.rand(3, device=device).tolist()
+
+
+def test_rng_states_kept_leaves_every_stream_where_it_was_even_when_the_block_reseeds(device):
+    pyro.set_rng_seed(7)
+    expected = draws(device)
+    pyro.set_rng_seed(7)
+    with rng_states_kept():
+        pyro.set_rng_seed(0)  # what a measurement with its own seed does
+        draws(device), torch.randn(100, device=device)
+    assert draws(device) == expected
+    pyro.set_rng_seed(7)
+    with pytest.raises(RuntimeError, match="inside"):  # restored on an error too
+        with rng_states_kept():
+            torch.rand(5, device=device)
+            raise RuntimeError("inside")
+    assert draws(device) == expected
+    assert draws(device) != expected  # the comparison can fail: later draws differ

@@ -17,7 +17,7 @@ from pyro.poutine.util import site_is_subsample
 from pyrozoo import metrics
 from pyrozoo.data.validation import check_finite, check_nonempty, check_positive_finite
 from pyrozoo.models.likelihoods import Categorical, Gaussian, PosteriorPredictive
-from pyrozoo.utils import evaluation_mode, rng_states, set_rng_states
+from pyrozoo.utils import evaluation_mode, rng_states_kept
 
 
 @dataclass
@@ -292,15 +292,11 @@ def _fits(value_shape: torch.Size, site) -> bool:
 def _side_effect_free(model):
     """Runs the check without touching the random streams (later draws stay what they were
     without it) or the modules' state (batch-norm statistics: eval mode meanwhile)."""
-    states = rng_states()
-    try:
-        with ExitStack() as stack:
-            if isinstance(model, torch.nn.Module):
-                stack.enter_context(evaluation_mode(model))
-            stack.enter_context(poutine.block())
-            yield
-    finally:
-        set_rng_states(states)
+    with rng_states_kept(), ExitStack() as stack:
+        if isinstance(model, torch.nn.Module):
+            stack.enter_context(evaluation_mode(model))
+        stack.enter_context(poutine.block())
+        yield
 
 
 def check_training_labels(model, x: torch.Tensor, y: torch.Tensor) -> None:

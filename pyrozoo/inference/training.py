@@ -21,7 +21,7 @@ from pyrozoo.inference.loop import EpochLoop
 from pyrozoo.inference.prediction import check_training_labels
 from pyrozoo.inference.schedules import KLSchedule
 from pyrozoo.poutine import flipout, latent_scale, local_reparameterization, weights_per_example
-from pyrozoo.utils import resolve_device, rng_states, set_rng_states, set_seed
+from pyrozoo.utils import resolve_device, rng_states_kept, set_seed
 
 ESTIMATORS = {"local": local_reparameterization, "flipout": flipout, "per-example": weights_per_example, None: None, "none": None}
 
@@ -262,14 +262,12 @@ def fit(
     history = loop.run(one_epoch)
     if history:
         # rule 3 (and 1c) on the fitted guide, without moving any random stream the caller relies on
-        states = rng_states()
         check = TensorBatches(*batches.tensors, batch_size=min(batches.n, CHECK_EXAMPLES), shuffle=False)
-        try:
-            figures = posterior_check(model, guide, next(iter(check)))
-        except Exception as e:  # noqa: BLE001 - a check that cannot run must not lose the fitted run
-            figures = {"skipped": f"{type(e).__name__}: {e}"}
-        finally:
-            set_rng_states(states)
+        with rng_states_kept():
+            try:
+                figures = posterior_check(model, guide, next(iter(check)))
+            except Exception as e:  # noqa: BLE001 - a check that cannot run must not lose the fitted run
+                figures = {"skipped": f"{type(e).__name__}: {e}"}
         loop.watch.check_final(history, figures, epoch=history[-1]["epoch"], step=history[-1]["epoch"] * num_batches)
     columns = ["epoch", "loss", "kl_scale", "lr", "seconds"]
     return with_events(pd.DataFrame(history, columns=columns + [k for k in (history[-1] if history else {}) if k not in columns]), loop.events)

@@ -166,3 +166,13 @@ def test_dsivi_cost_benchmark_quick():
     assert all(len(r) == 1 for r in ratios.values())  # --quick: one repeat
     assert ratios[benchmark.BASE] == [1.0]  # each repeat's ratios are to its own plain-ELBO time
     assert all(r > 0 and math.isfinite(r) for rs in ratios.values() for r in rs)
+
+
+def test_hierarchical_bnn_runs_do_not_depend_on_how_often_the_curve_is_measured(tmp_path):
+    # a curve point reseeded the global streams, so training drew the same noise after each one
+    data_dir = _data_dir_or_skip("uci")
+    example = load("examples/dsivi_hierarchical_bnn.py")
+    runs = [example.main(["--quick", "--no-progress", "--methods", "joint,marginal", "--curve-every", every, "--data-dir", str(data_dir),
+                          "--results-dir", str(tmp_path / every)]) for every in ("1", "3")]
+    scores = [r.drop(columns="train_seconds") for r in runs]
+    pd.testing.assert_frame_equal(*scores)
