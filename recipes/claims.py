@@ -1142,7 +1142,7 @@ TORONTO = (
         "e.g. top layer, epoch 10: 7.8e3 (local) < 1.4e4 (per data point) < 4.9e4 (per minibatch) (paper)",
         parts=tuple(Part(f"{cell}: local vs {label}", gradient_variance(_LRT, cell), Better(gradient_variance(other, cell), "lower", label))
                     for other, label in ((_STANDARD, "per minibatch"), (_SLOW, "per data point")) for cell in _CELLS),
-        tolerance="Orderings with 95 % intervals from the chi-square standard error of a variance estimated from the table's minibatch draws (conservative: the table averages over a matrix's entries).",
+        tolerance="Orderings with 95 % intervals from the standard error the table gives beside each variance, over its minibatch repeats (a chi-square error from the repeat count would understate it: the per-minibatch estimator's entries share one weight sample).",
         setting="general", setting_note="a 784-500-500-10 MLP with a mean-field Gaussian posterior and N(0, 1) prior (Kingma et al.: variational dropout posteriors, their own network)",
         context=(("top layer, epoch 10, ours over the paper's", published_ratio(_LRT, "top layer, epoch 10")), ("top layer, epoch 100, ours over the paper's", published_ratio(_LRT, "top layer, epoch 100"))),
         controlled=("controlled/local_reparam_variance_scale.md",),
