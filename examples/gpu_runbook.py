@@ -56,7 +56,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from pyrozoo import atomic
 from recipes import provenance as prov
-from recipes.cli import non_negative_int, positive_int, run_main
+from recipes.cli import name_list, non_negative_int, positive_int, run_main
 
 ROOT = Path(__file__).resolve().parents[1]
 #: where GPU results go: beside the CPU ones, never over them
@@ -279,7 +279,10 @@ def run_leg(leg: Leg, argv: Sequence[str], *, limit: float, grace: float, watch:
     script = Path(leg.script) if Path(leg.script).is_absolute() else ROOT / leg.script
     before = _snapshot(watch)
     started = time.monotonic()
-    process = subprocess.Popen([sys.executable, str(script), *argv], cwd=ROOT, start_new_session=True)
+    # a runbook started in the background (nohup ... &) ignores SIGINT, and its legs would inherit
+    # that: the limit's SIGINT must reach them as a KeyboardInterrupt, so that they checkpoint
+    process = subprocess.Popen([sys.executable, str(script), *argv], cwd=ROOT, start_new_session=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         code = process.wait(timeout=limit)
     except subprocess.TimeoutExpired:
@@ -527,7 +530,7 @@ def parse_args(argv=None):
     parser.add_argument("--limit", type=positive_int, default=DEFAULT_LIMIT, help=f"seconds a leg may run (default {DEFAULT_LIMIT})")
     parser.add_argument("--grace", type=non_negative_int, default=60, help="seconds between SIGINT and SIGKILL at the limit (default 60)")
     parser.add_argument("--budget", type=positive_int, default=None, help="with --next: run legs one after another while this many seconds last")
-    parser.add_argument("--only", type=str, default=None, metavar="LEGS", help="with --next: only these legs, by name or number, comma-separated (in the plan's order)")
+    parser.add_argument("--only", type=name_list, default=None, metavar="LEGS", help="with --next: only these legs, by name or number, comma-separated (in the plan's order)")
     parser.add_argument("--manifest", type=Path, default=None, help="the results manifest (default docs/results/MANIFEST.csv)")
     args = parser.parse_args(argv)
     if args.budget is not None and not args.next:
@@ -567,7 +570,7 @@ def main(argv=None, legs: Optional[Sequence[Leg]] = None):
         return 0 if attempt(leg, legs.index(leg) + 1, state, args.state, args) in (DONE, PARTIAL) else 1
     candidates = legs
     if args.only is not None:
-        chosen = {by_name(legs, key.strip()).name for key in args.only.split(",") if key.strip()}
+        chosen = {by_name(legs, key).name for key in args.only}
         candidates = [leg for leg in legs if leg.name in chosen]
     deadline = time.monotonic() + (args.budget or 0)
     while True:

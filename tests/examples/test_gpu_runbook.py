@@ -5,6 +5,7 @@ leg to its limit, marks it partial, resumes it, and tells progress from a stall 
 
 import io
 import runpy
+import signal
 import tarfile
 from pathlib import Path
 
@@ -95,7 +96,18 @@ def state_of(runbook, tmp_path):
     return runbook["read_state"](tmp_path / "runs" / "runbook_state.json")["legs"]
 
 
-def test_a_leg_at_its_limit_is_partial_then_resumed_to_done(runbook, tmp_path):
+@pytest.fixture(params=["sigint handled", "sigint ignored"])
+def runbook_process(request):
+    """The runbook as started from a terminal, or from the background (nohup ... &: SIGINT ignored)."""
+    if request.param == "sigint ignored":
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        yield
+        signal.signal(signal.SIGINT, previous)
+    else:
+        yield
+
+
+def test_a_leg_at_its_limit_is_partial_then_resumed_to_done(runbook, tmp_path, runbook_process):
     out = tmp_path / "results" / "lines.txt"
     legs = [stand_in(tmp_path, runbook, "work", out, 5, 0.35)]  # 1.75 s of work, 1 s a leg
     statuses = []

@@ -82,12 +82,24 @@ def uninterrupted(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("kill,returncode", [("sigint", -signal.SIGINT), ("sigkill-in-save", -signal.SIGKILL)])
+#: how a process ends when a KeyboardInterrupt reaches its top: killed by SIGINT where the
+#: interpreter can re-raise it at exit, else 130 or 1 (seen where the signal mask holds SIGINT
+#: back), with the KeyboardInterrupt's traceback either way
+INTERRUPTED = (-signal.SIGINT, 128 + signal.SIGINT, 1)
+
+
+def _stopped_as(kill, done) -> bool:
+    if kill == "sigint":
+        return done.returncode in INTERRUPTED and done.stderr.rstrip().endswith("KeyboardInterrupt")
+    return done.returncode == -signal.SIGKILL
+
+
+@pytest.mark.parametrize("kill", ["sigint", "sigkill-in-save"])
 @pytest.mark.parametrize("runner", ["fit", "sampler"])
-def test_a_killed_run_resumes_bit_identically(runner, kill, returncode, uninterrupted, tmp_path):
+def test_a_killed_run_resumes_bit_identically(runner, kill, uninterrupted, tmp_path):
     checkpoint, result = tmp_path / "checkpoint.pt", tmp_path / "result.pt"
     killed = _child(runner, kill, checkpoint, result)
-    assert killed.returncode == returncode, killed.stderr
+    assert _stopped_as(kill, killed), (killed.returncode, killed.stderr)
     assert not result.exists() and checkpoint.exists()
     assert load_state(checkpoint)["epoch"] in (1, 2)  # a complete checkpoint, whatever was torn
     resumed = _child(runner, "none", checkpoint, result)
