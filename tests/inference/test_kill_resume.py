@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # "sigkill-in-save" dies while the second checkpoint file is half written.
 CHILD = r"""
 import os, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as from a terminal, even when pytest runs in the background
 import torch
 torch.set_num_threads(1)
 import pyro
