@@ -217,14 +217,17 @@ def read_state(path: Path) -> dict:
     """The state file's contents (``{"legs": {}}`` when there is none).
 
     :raises ValueError: naming the file when it is not a state this script wrote."""
-    if not path.exists():
-        return {"version": STATE_VERSION, "legs": {}}
+    return parse_state(path.read_text(), path) if path.exists() else {"version": STATE_VERSION, "legs": {}}
+
+
+def parse_state(text: str, source) -> dict:
+    """The state in JSON ``text`` (:func:`read_state`'s checks; errors name ``source``)."""
     try:
-        state = json.loads(path.read_text())
+        state = json.loads(text)
     except ValueError as e:
-        raise ValueError(f"{path} is not a runbook state ({e}); move it aside to start the plan over") from None
+        raise ValueError(f"{source} is not a runbook state ({e}); move it aside to start the plan over") from None
     if not isinstance(state, dict) or state.get("version") != STATE_VERSION or not isinstance(state.get("legs"), dict):
-        raise ValueError(f"{path} is not a version-{STATE_VERSION} runbook state; move it aside to start the plan over")
+        raise ValueError(f"{source} is not a version-{STATE_VERSION} runbook state; move it aside to start the plan over")
     return state
 
 
@@ -321,11 +324,9 @@ def attempt(leg: Leg, number: int, state: dict, state_path: Path, options) -> st
 BUNDLE_RESULTS, BUNDLE_ROWS, BUNDLE_STATE = "results", "manifest_rows.csv", "runbook_state.json"
 
 
-def _results_rows(manifest: Path, results: Path) -> Dict[str, Dict[str, str]]:
-    """The manifest's rows of files under ``results`` (the manifest lists files by their path
-    relative to its own folder)."""
-    home, results = manifest.parent.resolve(), results.resolve()
-    return {name: row for name, row in prov.read_manifest(manifest).items() if (home / name).resolve().is_relative_to(results)}
+def _under(manifest: Path, results: Path, name: str) -> bool:
+    """Whether the manifest's ``name`` (a path relative to the manifest's folder) is under ``results``."""
+    return (manifest.parent / name).resolve().is_relative_to(results.resolve())
 
 
 def export_bundle(path: Path, results: Path, state_path: Path, manifest: Path) -> List[str]:
@@ -342,12 +343,12 @@ def export_bundle(path: Path, results: Path, state_path: Path, manifest: Path) -
                 name = f"{BUNDLE_RESULTS}/{file.relative_to(results).as_posix()}"
                 bundle.add(file, arcname=name)
                 names.append(name)
-        for name, data in ((BUNDLE_ROWS, prov.manifest_text(_results_rows(manifest, results))),
-                           (BUNDLE_STATE, json.dumps(read_state(state_path), indent=1, sort_keys=True))):
+        rows = {name: row for name, row in prov.read_manifest(manifest).items() if _under(manifest, results, name)}
+        for name, text in ((BUNDLE_ROWS, prov.manifest_text(rows)), (BUNDLE_STATE, json.dumps(read_state(state_path), indent=1, sort_keys=True))):
+            data = text.encode()
             info = tarfile.TarInfo(name)
-            info.size = len(data.encode())
-            info.mtime = int(time.time())
-            bundle.addfile(info, io.BytesIO(data.encode()))
+            info.size, info.mtime = len(data), int(time.time())
+            bundle.addfile(info, io.BytesIO(data))
             names.append(name)
     return names
 
@@ -396,11 +397,9 @@ def import_bundle(path: Path, results: Path, state_path: Path, manifest: Path) -
     missing = [n for n in (BUNDLE_ROWS, BUNDLE_STATE) if n not in files]
     if missing:
         raise ValueError(f"{path} lacks {' and '.join(missing)}: it was not written by gpu_runbook.py --export")
-    with tempfile.TemporaryDirectory() as scratch:
-        away_state = read_state(atomic.write_text(Path(scratch) / BUNDLE_STATE, files.pop(BUNDLE_STATE).decode()))
-        rows = prov.read_manifest(atomic.write_text(Path(scratch) / BUNDLE_ROWS, files.pop(BUNDLE_ROWS).decode()))
-    home = manifest.parent.resolve()
-    strays = [name for name in rows if not (home / name).resolve().is_relative_to(results.resolve())]
+    away_state = parse_state(files.pop(BUNDLE_STATE).decode(), f"{path}: {BUNDLE_STATE}")
+    rows = prov.parse_manifest(files.pop(BUNDLE_ROWS).decode(), f"{path}: {BUNDLE_ROWS}")
+    strays = [name for name in rows if not _under(manifest, results, name)]
     if strays:
         raise ValueError(f"{path}: manifest rows of files outside {results}: {strays}; nothing was imported")
     written = []

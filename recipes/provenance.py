@@ -156,17 +156,21 @@ def read_manifest(path: PathLike) -> Dict[str, Dict[str, str]]:
     :raises ValueError: naming the file when its header is not :data:`COLUMNS` or a file is
         listed twice."""
     path = Path(path)
-    if not path.exists():
-        return {}
-    reader = csv.DictReader(io.StringIO(path.read_text()))
+    return parse_manifest(path.read_text(), path) if path.exists() else {}
+
+
+def parse_manifest(text: str, source: PathLike) -> Dict[str, Dict[str, str]]:
+    """The rows of manifest CSV ``text`` by ``file`` (:func:`read_manifest`'s checks; errors
+    name ``source``)."""
+    reader = csv.DictReader(io.StringIO(text))
     if tuple(reader.fieldnames or ()) != COLUMNS:
-        raise ValueError(f"{path}: columns {reader.fieldnames} are not the manifest's {list(COLUMNS)}; rebuild it with examples/results_manifest.py")
+        raise ValueError(f"{source}: columns {reader.fieldnames} are not the manifest's {list(COLUMNS)}; rebuild it with examples/results_manifest.py")
     rows = {}
     for line, row in enumerate(reader, start=2):
         if None in row or any(v is None for v in row.values()):
-            raise ValueError(f"{path}: line {line} does not have the {len(COLUMNS)} columns of the manifest")
+            raise ValueError(f"{source}: line {line} does not have the {len(COLUMNS)} columns of the manifest")
         if row["file"] in rows:
-            raise ValueError(f"{path}: {row['file']} is listed twice (line {line}); keep one row")
+            raise ValueError(f"{source}: {row['file']} is listed twice (line {line}); keep one row")
         rows[row["file"]] = row
     return rows
 
@@ -712,7 +716,7 @@ def check_manifest(root: Optional[PathLike] = None, rows: Optional[Mapping[str, 
 
 __all__ = [
     "COLUMNS", "MANIFEST_NAME", "SOURCE_COMMIT_VARIABLE", "INFRASTRUCTURE", "repo_root", "results_dir", "manifest_path", "git", "head_commit",
-    "modified", "commit_label", "read_manifest", "manifest_text", "write_manifest", "update", "upsert", "recipe_imports",
+    "modified", "commit_label", "read_manifest", "parse_manifest", "manifest_text", "write_manifest", "update", "upsert", "recipe_imports",
     "depends_of", "split_depends", "settings_from_argv", "device_label", "command_line", "now_iso", "record_outputs",
     "tracking_writes", "recording_outputs", "results_files", "History", "history", "Stale", "staleness", "Report",
     "check_manifest",
