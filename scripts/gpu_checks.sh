@@ -46,9 +46,6 @@ runbook_slice() {
 export -f runbook_slice
 step runbook_slice "$(( ${RUNBOOK_LIMIT:-60} + 60 ))" bash -c runbook_slice
 
-# every example's --quick configuration on the GPU, 8 at a time; left out: the harness scripts
-# (ledger, runbook, manifest, reference posteriors), ResNet-20 (needs CIFAR-10) and the two that
-# only read other runs' results
 # Fashion-MNIST (30 MB) does not fit beside MNIST and the UCI sets under the device's 64 MiB
 # working-tree limit: without it, compare_objectives leaves out its Fashion-MNIST and rotated-MNIST
 # scores (--no-ood) rather than failing on the missing files
@@ -56,6 +53,9 @@ extra_options() {
     if [ "$1" = compare_objectives ] && [ ! -d "${PYROZOO_DATA_DIR:-shared/data}/FashionMNIST" ]; then echo --no-ood; fi
 }
 export -f extra_options
+# every example's --quick configuration on the GPU, 8 at a time; left out: the harness scripts
+# (ledger, runbook, manifest, reference posteriors), ResNet-20 (needs CIFAR-10) and the two that
+# only read other runs' results
 examples_on_cuda() {
     ls examples/*.py examples/controlled/*.py \
         | grep -v -E "claims_ledger|gpu_runbook|reference_|results_manifest|resnet_compression|uci_rdp_table|local_reparam_variance_scale" \
