@@ -15,7 +15,7 @@ from pyrozoo.data.batching import TensorBatches
 from pyrozoo.distributed import checkpoint_for_this_process
 from pyrozoo.inference.diagnostics import RunMonitor
 from pyrozoo.serialization import load_state, save_state
-from pyrozoo.utils import rng_states, set_rng_states
+from pyrozoo.utils import rng_states, rng_states_kept, set_rng_states
 
 #: the entries of a checkpoint that :class:`EpochLoop` writes itself
 LOOP_KEYS = ("epoch", "history", "batches", "rng", "distributed", "diagnostics")
@@ -62,7 +62,10 @@ class EpochLoop:
       choose other units, e.g. steps).
     * **Callback.** ``callback(epoch, row) -> stop?`` (0-based ``epoch``) after each epoch
       whose function returned a row (``None``: no callback that epoch); a true answer saves
-      and ends the run.
+      and ends the run. Every random stream is restored after it (:func:`rng_states_kept`): a
+      measurement taken during training must not change what training draws next, nor depend
+      on how often it is taken; and the checkpoint, written before the callback, must resume
+      to the same draws as the uninterrupted run.
     * **Early end.** ``finished()``, checked before each epoch and after it, ends the run
       (e.g. a step budget spent in the middle of an epoch).
     * **Interrupts.** A ``KeyboardInterrupt`` closes the bar and re-raises. With
@@ -242,7 +245,10 @@ class EpochLoop:
                 elif self.snapshot_on_interrupt and self.checkpoint is not None and (self.parallel is None or self.parallel.snapshots):
                     state = self.checkpoint_state(completed)
                     self._snapshot = copy.deepcopy(state if self.parallel is None else self.parallel.mark(state))
-                stop = self.callback is not None and row is not None and bool(self.callback(epoch, row))
+                stop = False
+                if self.callback is not None and row is not None:
+                    with rng_states_kept():
+                        stop = bool(self.callback(epoch, row))
                 if self.parallel is not None and self.callback is not None:
                     stop = self.parallel.any(stop)
                 if stop:

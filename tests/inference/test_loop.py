@@ -94,6 +94,22 @@ def test_the_callback_stops_and_saves(tmp_path, saves):
     assert saves == [2]
 
 
+def _drawing_callback(epoch, row):
+    """A measurement taken during training that draws (a test-time average, say) and reseeds."""
+    torch.manual_seed(epoch)
+    torch.rand(7)
+
+
+def test_a_callback_that_draws_moves_no_random_stream_of_training(tmp_path):
+    plain, plain_history = _run(5)
+    observed, observed_history = _run(5, callback=_drawing_callback)
+    assert torch.equal(observed.total, plain.total) and observed_history == plain_history
+    # and the checkpoint (written before the callback) resumes to the uninterrupted run's draws
+    _run(3, tmp_path / "ck.pt", callback=_drawing_callback)
+    resumed, _ = _run(5, tmp_path / "ck.pt", callback=_drawing_callback)
+    assert torch.equal(resumed.total, plain.total)
+
+
 def test_finished_ends_the_run_and_saves(tmp_path, saves):
     _, history = _run(6, tmp_path / "ck.pt", checkpoint_every=100, finished=lambda toy, loop: len(loop.history) >= 3)
     assert len(history) == 3 and saves == [3]
