@@ -21,10 +21,17 @@ is kept, and rows of files that are gone are dropped.
 ``--waive-stale ISSUE`` gives every stale row without a waiver one: that it is to be regenerated
 under that issue, and the commits that changed its dependencies since it was written (edit a
 row's waiver by hand for a more specific reason; the backfill keeps it).
+``--verify FILE ... --command CMD`` runs the short command ``CMD`` (writing under ``{out}``) on
+the code of the files' commit and on HEAD's (:mod:`recipes.equivalence`); when both write the
+same numbers, the files' rows get ``verified`` (HEAD and the command) in place of their waiver,
+and they count as current until their code changes again. When the numbers differ, nothing is
+written: the files must be regenerated.
 
     python examples/results_manifest.py                       # backfill, then report
     python examples/results_manifest.py --check               # report only; exit status 1 on a problem
     python examples/results_manifest.py --waive-stale 23         # waive what is stale today, to regenerate under issue 23
+    python examples/results_manifest.py --verify compress_lenet_sparse-vd_lenet300.csv \
+        --command "python examples/compress_lenet.py --method sparse-vd --arch lenet300 --quick --results-dir {out} --out {out}/runs.csv"
 """
 
 import argparse
@@ -34,6 +41,7 @@ import shlex
 from datetime import datetime, timezone
 from pathlib import Path
 
+from recipes import equivalence
 from recipes import provenance as prov
 from recipes.cli import positive_int, run_main
 
@@ -168,13 +176,14 @@ def backfill_row(name: str, root: Path, hist, changed: set) -> dict:
         "depends": ";".join(depends),
         "waiver": "",
         "source": "backfill" + (f" ({recorded['from']})" if recorded.get("from") else ""),
+        "verified": "",
     }
 
 
 def backfill(root: Path, rows: dict, hist) -> dict:
     """The manifest after a backfill of ``rows`` (not written): every results file present gets
     a row; rows written by a run are kept with their ``depends`` refreshed, the rest rebuilt;
-    waivers are kept; rows of files no longer present are dropped."""
+    waivers and verifications are kept; rows of files no longer present are dropped."""
     changed = _changed_files(root) if hist is not None else set()
     out = {}
     for name in prov.results_files(root):
@@ -190,6 +199,7 @@ def backfill(root: Path, rows: dict, hist) -> dict:
         else:
             row = backfill_row(name, root, hist, changed)
         row["waiver"] = old.get("waiver", "") if old else ""
+        row["verified"] = old.get("verified", "") if old else ""
         out[name] = row
     return out
 
@@ -206,6 +216,36 @@ def waive_stale(rows: dict, hist, reason: str) -> list:
         rows[name]["waiver"] = f"{reason} [written at {stale.written[:7]}; changed since: {changes}]"
         waived.append(name)
     return waived
+
+
+def base_commit(name: str, row: dict, hist) -> str:
+    """The commit whose code wrote ``name``: its row's, when the history has it, else the
+    file's last commit."""
+    recorded = row.get("commit", "").split("+")[0]
+    if re.fullmatch(r"[0-9a-f]{7,40}", recorded):
+        found = next((c for c in hist.parents if c.startswith(recorded)), None)
+        if found is not None:
+            return found
+    written = hist.last_commit(f"docs/results/{name}")
+    if written is None:
+        raise ValueError(f"{name} has never been committed: there is nothing to verify")
+    return written
+
+
+def verify_files(root: Path, rows: dict, hist, names, command: str, timeout=None):
+    """``--verify``: one :func:`recipes.equivalence.verify` per distinct commit of ``names``.
+    Returns the rows' new ``verified`` and ``waiver`` values by file when every check found the
+    same numbers, else None."""
+    unknown = [n for n in names if n not in rows]
+    if unknown:
+        raise ValueError(f"not in {prov.MANIFEST_NAME}: {unknown} (give paths under docs/results, as its file column does)")
+    head = prov.git(root, "rev-parse", "HEAD").strip()
+    results = [equivalence.verify(root, base, command, head, timeout) for base in sorted({base_commit(n, rows[n], hist) for n in names})]
+    for result in results:
+        print(result.summary())
+    if not all(r.identical for r in results):
+        return None
+    return {name: {"verified": prov.verified_value(head, command), "waiver": ""} for name in names}
 
 
 def report(result: prov.Report, hist, rows: dict, verbose: bool) -> str:
@@ -228,12 +268,26 @@ def main(argv=None):
     parser.add_argument("--check", action="store_true", help="only check the manifest (exit status 1 on a problem); write nothing")
     parser.add_argument("--waive-stale", metavar="ISSUE", type=positive_int, default=None, help="waive every stale row without a waiver, to be regenerated under this issue (the waiver names the commits that made it stale)")
     parser.add_argument("--verbose", action="store_true", help="also list the waived stale files and needless waivers")
+    parser.add_argument("--verify", nargs="+", metavar="FILE", default=None, help="files (as listed in the manifest) whose computation to check unchanged since their commit, with --command")
+    parser.add_argument("--command", default=None, help="for --verify: a short run of the files' script that writes under {out}")
+    parser.add_argument("--timeout", type=positive_int, default=None, help="for --verify: seconds each of its runs may take")
     args = parser.parse_args(argv)
+    if (args.verify is None) != (args.command is None):
+        parser.error("--verify and --command go together")
+    if args.verify is not None and args.check:
+        parser.error("--check writes nothing; --verify writes the rows it verifies")
     root = prov.repo_root()
     path = prov.manifest_path(root)
     hist = prov.history(root)
-    if args.waive_stale is not None and hist is None:
-        parser.error("--waive-stale needs the git history (this checkout has none, or a shallow one)")
+    if (args.waive_stale is not None or args.verify is not None) and hist is None:
+        parser.error("--waive-stale and --verify need the git history (this checkout has none, or a shallow one)")
+    updates = {}
+    if args.verify is not None:
+        # the runs take minutes: they run before the manifest is locked, their rows are written after
+        updates = verify_files(root, prov.read_manifest(path), hist, args.verify, args.command, args.timeout)
+        if updates is None:
+            print("NOT VERIFIED: the numbers differ, or nothing was compared; regenerate these files instead")
+            return 1
     if args.check:
         rows = prov.read_manifest(path)
     else:
@@ -241,6 +295,8 @@ def main(argv=None):
             rows = backfill(root, rows, hist)
             if args.waive_stale is not None:
                 print(f"waived {len(waive_stale(rows, hist, WAIVER.format(issue=args.waive_stale)))} stale file(s)")
+            for name, values in updates.items():
+                rows[name].update(values)
             return rows
 
         # under the manifest's lock: an example finishing meanwhile waits, and its rows are kept

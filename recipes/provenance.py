@@ -23,12 +23,17 @@ A row says how the file was made and what it depends on (issue 23, item 4):
     nearly every commit, and a change there is caught by its own tests;
 ``waiver``
     empty, or why a file whose ``depends`` changed after it was committed is accepted for now;
+``verified``
+    empty, or ``<commit> `<command>```: a short run of the file's script gave the same numbers
+    on the code of the file's commit and on the code of ``<commit>``
+    (:mod:`recipes.equivalence`, ``examples/results_manifest.py --verify``), so the changes in
+    between did not alter its computation; staleness is then counted from ``<commit>``;
 ``source``
     ``run`` (written by :func:`record_outputs` as the file was written) or ``backfill``
     (reconstructed afterwards by ``examples/results_manifest.py``).
 
 A result is *stale* when a file of its ``depends`` was changed by a commit that came after the
-file's own last commit (:func:`staleness`); :func:`check_manifest` reports stale files
+file's own last commit, or after its ``verified`` commit when that is later (:func:`staleness`); :func:`check_manifest` reports stale files
 without a waiver, files listed but missing and results files not listed.
 
 Every example records its rows itself: :func:`recipes.cli.run_main` runs ``main`` inside
@@ -60,7 +65,9 @@ from pyrozoo import atomic
 PathLike = Union[str, Path]
 
 #: the manifest's columns, in order
-COLUMNS = ("file", "command", "commit", "settings", "device", "threads", "seconds", "created", "depends", "waiver", "source")
+COLUMNS = ("file", "command", "commit", "settings", "device", "threads", "seconds", "created", "depends", "waiver", "source", "verified")
+#: the columns of manifests written before ``verified`` existed (GPU bundles made then): read with it blank
+OLD_COLUMNS = COLUMNS[:-1]
 #: the manifest's name inside the results folder (it lists every file there but itself)
 MANIFEST_NAME = "MANIFEST.csv"
 #: repository modules left out of ``depends``: they read options, find folders, check the files
@@ -163,7 +170,7 @@ def parse_manifest(text: str, source: PathLike) -> Dict[str, Dict[str, str]]:
     """The rows of manifest CSV ``text`` by ``file`` (:func:`read_manifest`'s checks; errors
     name ``source``)."""
     reader = csv.DictReader(io.StringIO(text))
-    if tuple(reader.fieldnames or ()) != COLUMNS:
+    if tuple(reader.fieldnames or ()) not in (COLUMNS, OLD_COLUMNS):
         raise ValueError(f"{source}: columns {reader.fieldnames} are not the manifest's {list(COLUMNS)}; rebuild it with examples/results_manifest.py")
     rows = {}
     for line, row in enumerate(reader, start=2):
@@ -171,7 +178,7 @@ def parse_manifest(text: str, source: PathLike) -> Dict[str, Dict[str, str]]:
             raise ValueError(f"{source}: line {line} does not have the {len(COLUMNS)} columns of the manifest")
         if row["file"] in rows:
             raise ValueError(f"{source}: {row['file']} is listed twice (line {line}); keep one row")
-        rows[row["file"]] = row
+        rows[row["file"]] = {**row, "verified": row.get("verified", "")}
     return rows
 
 
@@ -478,6 +485,7 @@ def record_outputs(
         "depends": ";".join(depends),
         # a regenerated file has nothing to be excused for
         "waiver": "",
+        "verified": "",
         "source": "run",
     }
     rows = [{"file": name, **row} for name in sorted(names)]
@@ -647,14 +655,38 @@ class Stale:
         return f"{self.file}: written at {self.written[:7]}; since then {shown}{more}"
 
 
+#: a ``verified`` value: the commit, then the command in backquotes
+VERIFIED = re.compile(r"^(?P<commit>[0-9a-f]{7,40}) `(?P<command>[^`]+)`$")
+
+
+def verified_value(commit: str, command: str) -> str:
+    """The ``verified`` column for a check that ``command`` gives the same numbers at ``commit``."""
+    if "`" in command:
+        raise ValueError(f"a verified command cannot contain a backquote: {command!r}")
+    return f"{commit[:SHORT_HASH]} `{command}`"
+
+
+def verified_commit(row: Mapping[str, str], hist: History) -> Optional[str]:
+    """The full hash of the row's ``verified`` commit when it is in ``hist`` (None: no check, or
+    one at a commit this history does not reach, which then counts for nothing)."""
+    match = VERIFIED.match(row.get("verified", "").strip())
+    if match is None:
+        return None
+    return next((c for c in hist.parents if c.startswith(match["commit"])), None)
+
+
 def staleness(rows: Mapping[str, Mapping[str, str]], hist: History) -> Dict[str, Stale]:
-    """The stale rows of a manifest: those whose file's last commit is older than a commit that
-    changed a file of their ``depends``. A file never committed (being regenerated) is not stale."""
+    """The stale rows of a manifest: those whose file's last commit, or its ``verified`` commit
+    when that descends from it, is older than a commit that changed a file of their
+    ``depends``. A file never committed (being regenerated) is not stale."""
     stale = {}
     for name, row in rows.items():
         written = hist.last_commit(f"docs/results/{name}")
         if written is None:
             continue
+        checked = verified_commit(row, hist)
+        if checked is not None and written in hist.ancestors(checked):
+            written = checked
         changes = hist.changes_after(written, split_depends(row.get("depends", "")))
         if changes:
             stale[name] = Stale(name, written, changes)
@@ -715,9 +747,9 @@ def check_manifest(root: Optional[PathLike] = None, rows: Optional[Mapping[str, 
 
 
 __all__ = [
-    "COLUMNS", "MANIFEST_NAME", "SOURCE_COMMIT_VARIABLE", "INFRASTRUCTURE", "repo_root", "results_dir", "manifest_path", "git", "head_commit",
+    "COLUMNS", "OLD_COLUMNS", "VERIFIED", "MANIFEST_NAME", "SOURCE_COMMIT_VARIABLE", "INFRASTRUCTURE", "repo_root", "results_dir", "manifest_path", "git", "head_commit",
     "modified", "commit_label", "read_manifest", "parse_manifest", "manifest_text", "write_manifest", "update", "upsert", "recipe_imports",
     "depends_of", "split_depends", "settings_from_argv", "device_label", "command_line", "now_iso", "record_outputs",
-    "tracking_writes", "recording_outputs", "results_files", "History", "history", "Stale", "staleness", "Report",
+    "tracking_writes", "recording_outputs", "results_files", "History", "history", "Stale", "verified_value", "verified_commit", "staleness", "Report",
     "check_manifest",
 ]

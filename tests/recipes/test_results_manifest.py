@@ -15,6 +15,7 @@ import torch
 
 from pyrozoo import atomic
 from recipes import provenance as prov
+from tests.recipes.git_repos import commit_all, git, write
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "examples" / "results_manifest.py"
@@ -59,8 +60,6 @@ def test_no_result_is_stale_without_a_waiver():
 
 # -- throwaway repositories -------------------------------------------------------------------
 
-GIT_IDENTITY = ["-c", "user.name=pyrozoo-test", "-c", "user.email=test@example.invalid", "-c", "commit.gpgsign=false"]
-
 #: a small checkout: a script importing a protocol whose registry loads the modules meth_*.py,
 #: one of which imports a shared module; infrastructure (cli) that imports a helper
 FILES = {
@@ -81,23 +80,6 @@ FILES = {
 EX_DEPENDS = ["examples/ex.py", "recipes/meth_a.py", "recipes/protocol.py", "recipes/registry.py", "recipes/shared.py"]
 
 
-def git(root, *args):
-    return subprocess.run(["git", *GIT_IDENTITY, *args], cwd=root, check=True, capture_output=True, text=True).stdout
-
-
-def commit_all(root, message):
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", message)
-    return git(root, "rev-parse", "HEAD").strip()
-
-
-def write(root, name, text):
-    path = root / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
-
-
 @pytest.fixture
 def repo(tmp_path):
     root = tmp_path / "repo"
@@ -110,7 +92,7 @@ def repo(tmp_path):
 
 def row(name, depends, waiver=""):
     return {"file": name, "command": "python examples/ex.py", "commit": "0" * 12, "settings": "{}", "device": "cpu", "threads": "1",
-            "seconds": "1.0", "created": "2026-01-01T00:00:00+00:00", "depends": ";".join(depends), "waiver": waiver, "source": "run"}
+            "seconds": "1.0", "created": "2026-01-01T00:00:00+00:00", "depends": ";".join(depends), "waiver": waiver, "source": "run", "verified": ""}
 
 
 def test_depends_follow_imports_and_registries_but_not_infrastructure(repo):
@@ -158,6 +140,37 @@ def test_a_change_to_a_dependency_makes_a_result_stale_until_waived_or_regenerat
     commit_all(repo, "regenerate")
     result = prov.check_manifest(repo, rows)
     assert result.stale == {} and result.needless_waivers == ["ex_table.csv"]
+
+
+def test_a_verified_result_counts_as_current_until_its_code_changes_after_the_check(repo):
+    rows = {"ex_table.csv": row("ex_table.csv", EX_DEPENDS)}
+    write(repo, "recipes/shared.py", "value = 1  # a refactor\n")
+    checked = commit_all(repo, "refactor")
+    assert list(prov.check_manifest(repo, rows).stale) == ["ex_table.csv"]
+    rows["ex_table.csv"]["verified"] = prov.verified_value(checked, "python examples/ex.py --quick --results-dir {out}")
+    assert prov.check_manifest(repo, rows).stale == {}
+    write(repo, "recipes/meth_a.py", "from recipes.shared import value\nother = 2\n")
+    later = commit_all(repo, "a change after the check")
+    assert prov.check_manifest(repo, rows).stale["ex_table.csv"].changes == [(later, "recipes/meth_a.py")]
+
+
+def test_a_verification_at_a_commit_outside_the_history_counts_for_nothing(repo):
+    rows = {"ex_table.csv": row("ex_table.csv", EX_DEPENDS)}
+    write(repo, "recipes/shared.py", "value = 2\n")
+    commit_all(repo, "change")
+    rows["ex_table.csv"]["verified"] = prov.verified_value("f" * 40, "python examples/ex.py --results-dir {out}")
+    assert list(prov.check_manifest(repo, rows).stale) == ["ex_table.csv"]
+
+
+def test_a_verified_command_with_a_backquote_is_refused():
+    with pytest.raises(ValueError, match="backquote"):
+        prov.verified_value("a" * 12, "python `x`")
+
+
+def test_a_manifest_written_before_the_verified_column_reads_with_it_blank(tmp_path):
+    text = ",".join(prov.OLD_COLUMNS) + "\n" + ",".join(row("a.csv", ["x.py"])[c] for c in prov.OLD_COLUMNS) + "\n"
+    rows = prov.parse_manifest(text, "old.csv")
+    assert rows["a.csv"]["verified"] == "" and prov.manifest_text(rows).splitlines()[0] == ",".join(prov.COLUMNS)
 
 
 def test_a_result_committed_with_its_code_change_is_not_stale(repo):

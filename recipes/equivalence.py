@@ -1,0 +1,221 @@
+"""Whether the code changed a result's numbers since the result was written: one short command, run
+on the code of the result's commit and on the code of a later one, must write the same tables
+(issue 23, item 4).
+
+A result is stale when code it depends on changed after it was committed
+(:func:`recipes.provenance.staleness`). Most such changes are refactors: the architecture step
+moved every method into one declaration without touching a number. Regenerating the result
+proves nothing more in that case and can cost CPU hours (a 200-epoch LeNet run). A short run
+of the same script costs seconds: a few epochs on a subset, or ``--quick``. If the two
+commits write the same numbers, bit for bit, the changes in between did not alter the
+computation the short run goes through: the same model, prior, guide, objective, schedule,
+data pipeline and evaluation, only less of it. That covers the library as well, which
+``depends`` leaves out. If they differ, the result has to be regenerated.
+
+The check compares every CSV, JSON and ``.npz`` file the two runs write. It leaves out columns
+and keys that are meant to differ (wall-clock times, dates, commits) and lists the files it
+could not compare (Markdown and figures render the same tables). Both runs use one thread,
+the same data folder (:func:`recipes.paths.default_data_dir`), and a clean ``git worktree``
+of their commit, so uncommitted edits take no part.
+"""
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, List, Optional, Union
+
+import numpy as np
+import pandas as pd
+
+from recipes.paths import default_data_dir
+
+PathLike = Union[str, Path]
+
+#: the placeholder for the run's output folder in a command
+OUT = "{out}"
+#: parts of a column or key name (split at ``_``, ``-``, spaces) that mark a value allowed to
+#: differ between two runs of the same computation: when it ran, for how long, at which commit
+TIMING_PARTS = frozenset({"seconds", "elapsed", "wall", "created", "timestamp", "duration", "date", "commit", "provenance"})
+#: whole names with that meaning whose parts are too common to list above ("test_time_averaging")
+TIMING_NAMES = frozenset({"time"})
+
+
+def is_timing(name: str) -> bool:
+    """Whether a column or key holds a value that may differ between identical computations."""
+    name = str(name).strip().lower()
+    return name in TIMING_NAMES or bool(TIMING_PARTS & set(re.split(r"[_\-\s\[\]().]+", name)))
+
+
+@dataclass
+class Verification:
+    """The outcome of :func:`verify`: ``identical`` when every compared file agrees."""
+
+    base: str  # the result's commit
+    head: str  # the commit checked against
+    command: str
+    differences: List[str] = field(default_factory=list)
+    compared: List[str] = field(default_factory=list)
+    unchecked: List[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def identical(self) -> bool:
+        return bool(self.compared) and not self.differences
+
+    def summary(self) -> str:
+        verdict = "identical" if self.identical else ("nothing compared" if not self.compared else "DIFFERENT")
+        lines = [f"{verdict}: `{self.command}` at {self.base[:12]} and {self.head[:12]} ({self.seconds:.0f} s)",
+                 f"  compared: {', '.join(self.compared) or 'none'}"]
+        if self.unchecked:
+            lines.append(f"  not compared: {', '.join(self.unchecked)}")
+        lines += [f"  {d}" for d in self.differences]
+        return "\n".join(lines)
+
+
+def _git(root: PathLike, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"git {' '.join(args)} failed in {root}: {done.stderr.strip()}")
+    return done.stdout.strip()
+
+
+@contextmanager
+def worktree(root: PathLike, commit: str) -> Iterator[Path]:
+    """A clean checkout of ``commit`` (``git worktree add --detach``) in a temporary folder,
+    removed afterwards."""
+    parent = Path(tempfile.mkdtemp(prefix="pyrozoo-verify-"))
+    tree = parent / commit[:12]
+    _git(root, "worktree", "add", "--detach", "--quiet", str(tree), commit)
+    try:
+        yield tree
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=root, capture_output=True)
+        shutil.rmtree(parent, ignore_errors=True)
+        subprocess.run(["git", "worktree", "prune"], cwd=root, capture_output=True)
+
+
+def command_argv(command: str, out: PathLike) -> List[str]:
+    """``command`` as an argument list: ``{out}`` replaced by the output folder, a leading
+    ``python`` by this interpreter.
+
+    :raises ValueError: when the command does not write under ``{out}`` (the runs would write
+        into their checkouts' results folders, where nothing is compared)."""
+    if OUT not in command:
+        raise ValueError(f"the command must write its files under {OUT} (e.g. --results-dir {OUT}): {command!r}")
+    argv = [token.replace(OUT, str(out)) for token in shlex.split(command)]
+    if argv and argv[0] in ("python", "python3"):
+        argv[0] = sys.executable
+    return argv
+
+
+def run_at(tree: Path, command: str, out: Path, timeout: Optional[float] = None) -> None:
+    """Runs ``command`` in checkout ``tree`` on its own code (``PYTHONPATH``), one thread.
+
+    :raises RuntimeError: with the output's end when the command fails or times out."""
+    out.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MPLBACKEND": "Agg",
+           "PYROZOO_DATA_DIR": str(default_data_dir())}
+    try:
+        done = subprocess.run(command_argv(command, out), cwd=tree, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired as e:
+        raise RuntimeError(f"`{command}` ran past {timeout} s in {tree.name}") from e
+    if done.returncode != 0:
+        tail = (done.stdout + done.stderr).strip().splitlines()[-8:]
+        raise RuntimeError(f"`{command}` failed (exit {done.returncode}) at {tree.name}:\n" + "\n".join(tail))
+
+
+def _without_timing(value):
+    if isinstance(value, dict):
+        return {k: _without_timing(v) for k, v in value.items() if not is_timing(k)}
+    if isinstance(value, list):
+        return [_without_timing(v) for v in value]
+    return value
+
+
+def compare_csv(a: Path, b: Path) -> Optional[str]:
+    """The first difference between two CSV tables outside their timing columns (None: equal)."""
+    left, right = pd.read_csv(a), pd.read_csv(b)
+    left = left[[c for c in left.columns if not is_timing(c)]]
+    right = right[[c for c in right.columns if not is_timing(c)]]
+    if list(left.columns) != list(right.columns):
+        return f"columns {list(left.columns)} vs {list(right.columns)}"
+    if len(left) != len(right):
+        return f"{len(left)} rows vs {len(right)}"
+    for column in left.columns:
+        x, y = left[column], right[column]
+        same = (x == y) | (x.isna() & y.isna())
+        if not bool(same.all()):
+            row = int(np.flatnonzero(~same.to_numpy())[0])
+            return f"column {column!r}, row {row}: {x.iloc[row]!r} vs {y.iloc[row]!r}"
+    return None
+
+
+def compare_json(a: Path, b: Path) -> Optional[str]:
+    left, right = (_without_timing(json.loads(p.read_text())) for p in (a, b))
+    return None if left == right else "values differ (timing keys left out)"
+
+
+def compare_npz(a: Path, b: Path) -> Optional[str]:
+    with np.load(a, allow_pickle=False) as left, np.load(b, allow_pickle=False) as right:
+        if sorted(left.files) != sorted(right.files):
+            return f"arrays {sorted(left.files)} vs {sorted(right.files)}"
+        for key in sorted(left.files):
+            if is_timing(key):
+                continue
+            x, y = left[key], right[key]
+            if x.shape != y.shape or not np.array_equal(x, y, equal_nan=x.dtype.kind in "fc"):
+                return f"array {key!r} differs"
+    return None
+
+
+#: how each kind of file is compared value by value; other files are listed as not compared
+COMPARERS = {".csv": compare_csv, ".json": compare_json, ".npz": compare_npz}
+
+
+def compare_outputs(old: Path, new: Path, result: Verification) -> None:
+    """Fills ``result`` with what the two output folders hold and how they differ."""
+    names = lambda d: {str(p.relative_to(d)) for p in d.rglob("*") if p.is_file()}  # noqa: E731
+    before, after = names(old), names(new)
+    for name in sorted(before ^ after):
+        result.differences.append(f"{name}: written {'only at the result commit' if name in before else 'only at the later commit'}")
+    for name in sorted(before & after):
+        suffix = Path(name).suffix
+        if suffix not in COMPARERS:
+            result.unchecked.append(name)
+            continue
+        result.compared.append(name)
+        difference = COMPARERS[suffix](old / name, new / name)
+        if difference is not None:
+            result.differences.append(f"{name}: {difference}")
+
+
+def verify(root: PathLike, base: str, command: str, head: str = "HEAD", timeout: Optional[float] = None) -> Verification:
+    """Runs ``command`` (writing under ``{out}``) on the code of ``base`` and of ``head`` and
+    compares what they write (:class:`Verification`)."""
+    root = Path(root)
+    base, head = (_git(root, "rev-parse", f"{c.strip()}^{{commit}}") for c in (base, head))
+    command_argv(command, "out")  # refuse a command without {out} before checking anything out
+    result = Verification(base, head, command)
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="pyrozoo-verify-out-") as scratch:
+        outs = {}
+        for label, commit in (("base", base), ("head", head)):
+            outs[label] = Path(scratch) / label
+            with worktree(root, commit) as tree:
+                run_at(tree, command, outs[label], timeout)
+        compare_outputs(outs["base"], outs["head"], result)
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+__all__ = ["OUT", "COMPARERS", "is_timing", "Verification", "worktree", "command_argv", "run_at", "compare_csv", "compare_json", "compare_npz",
+           "compare_outputs", "verify"]

@@ -1,0 +1,144 @@
+"""recipes.equivalence: a short command run at two commits of a throwaway repository. A refactor
+that keeps the numbers is identical (timing columns and keys left out); a change of a number is
+found and named; a command that fails, or that writes nowhere compared, verifies nothing. And
+``examples/results_manifest.py --verify`` turns a stale row's waiver into ``verified``."""
+
+import json
+import runpy
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from recipes import equivalence as eq
+from recipes import provenance as prov
+from tests.recipes.git_repos import commit_all, git, write
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: a script writing a table, a JSON sidecar and arrays from ``recipes/shared.py``'s value, each
+#: with a timing entry that differs between any two runs
+SCRIPT = '''import argparse, json, time
+from pathlib import Path
+import numpy as np
+from recipes.shared import value
+p = argparse.ArgumentParser(); p.add_argument("--results-dir", type=Path); p.add_argument("--fail", action="store_true")
+a = p.parse_args()
+if a.fail:
+    raise SystemExit("bad option")
+a.results_dir.mkdir(parents=True, exist_ok=True)
+(a.results_dir / "table.csv").write_text(f"name,test_time_averaging_accuracy,train_seconds\\nx,{value},{time.perf_counter()}\\n")
+(a.results_dir / "table.md").write_text(f"took {time.perf_counter()} s\\n")
+(a.results_dir / "side.json").write_text(json.dumps({"value": value, "provenance": {"created": time.time()}}))
+np.savez(a.results_dir / "arrays.npz", draws=np.full(3, float(value)))
+'''
+COMMAND = "python examples/ex.py --results-dir {out}"
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYROZOO_DATA_DIR", str(tmp_path))  # the runs look for no data; the variable must name a folder
+    root = tmp_path / "repo"
+    write(root, "recipes/__init__.py", "")
+    write(root, "recipes/shared.py", "value = 0.1\n")
+    write(root, "examples/ex.py", SCRIPT)
+    write(root, "docs/results/table.csv", "name,test_time_averaging_accuracy\nx,0.1\n")
+    git(root, "init", "-q")
+    return root, commit_all(root, "first")
+
+
+@pytest.mark.parametrize("name, timing", [
+    ("train_seconds", True), ("seconds_per_epoch", True), ("wall_seconds", True), ("created", True), ("time", True), ("commit", True),
+    ("test_time_averaging_accuracy", False), ("rmse", False), ("second_moment", False), ("epochs", False),
+])
+def test_timing_columns_are_told_from_results(name, timing):
+    assert eq.is_timing(name) is timing
+
+
+def test_a_refactor_that_keeps_the_numbers_is_identical(repo):
+    root, first = repo
+    write(root, "recipes/shared.py", "# the same number, written differently\nvalue = 1 / 10\n")
+    later = commit_all(root, "refactor")
+    result = eq.verify(root, first, COMMAND, later)
+    assert result.identical, result.summary()
+    assert result.compared == ["arrays.npz", "side.json", "table.csv"] and result.unchecked == ["table.md"]
+    assert (result.base, result.head) == (first, later)
+    assert git(root, "worktree", "list").count("\n") == 1  # the temporary checkouts are gone
+
+
+def test_a_changed_number_is_found_in_every_file_that_holds_it(repo):
+    root, first = repo
+    write(root, "recipes/shared.py", "value = 0.1 + 1e-12\n")
+    later = commit_all(root, "a small change")
+    result = eq.verify(root, first, COMMAND, later)
+    assert not result.identical
+    assert [d.split(":")[0] for d in result.differences] == ["arrays.npz", "side.json", "table.csv"]
+    assert "column 'test_time_averaging_accuracy', row 0" in result.differences[-1]
+
+
+def test_uncommitted_edits_take_no_part(repo):
+    root, first = repo
+    write(root, "recipes/shared.py", "value = 2.0\n")  # not committed: both runs see 0.1
+    assert eq.verify(root, first, COMMAND, "HEAD").identical
+
+
+def test_a_failing_command_raises_with_its_output(repo):
+    root, first = repo
+    with pytest.raises(RuntimeError, match="bad option"):
+        eq.verify(root, first, COMMAND + " --fail")
+
+
+def test_a_command_that_does_not_write_under_out_is_refused(repo):
+    root, first = repo
+    with pytest.raises(ValueError, match=r"\{out\}"):
+        eq.verify(root, first, "python examples/ex.py --results-dir docs/results")
+
+
+def test_nothing_compared_verifies_nothing(tmp_path):
+    for side in ("a", "b"):
+        write(tmp_path, f"{side}/plot.png", "same bytes")
+    result = eq.Verification("0" * 40, "1" * 40, COMMAND)
+    eq.compare_outputs(tmp_path / "a", tmp_path / "b", result)
+    assert result.unchecked == ["plot.png"] and not result.identical
+
+
+@pytest.mark.parametrize("left, right, found", [
+    ({"a": [1.0, np.nan]}, {"a": [1.0, np.nan]}, None),
+    ({"a": [1.0, 2.0]}, {"a": [1.0, 2.0 + 1e-15]}, "column 'a', row 1"),
+    ({"a": [1.0]}, {"a": [1.0], "b": [2.0]}, "columns"),
+    ({"a": [1.0], "seconds": [1.0]}, {"a": [1.0], "seconds": [9.0]}, None),
+    ({"a": [1.0]}, {"a": [1.0, 1.0]}, "rows"),
+])
+def test_csv_comparison(tmp_path, left, right, found):
+    pd.DataFrame(left).to_csv(tmp_path / "l.csv", index=False)
+    pd.DataFrame(right).to_csv(tmp_path / "r.csv", index=False)
+    difference = eq.compare_csv(tmp_path / "l.csv", tmp_path / "r.csv")
+    assert (difference is None) if found is None else (found in difference)
+
+
+def test_json_and_npz_comparison_leave_out_timing_only(tmp_path):
+    write(tmp_path, "l.json", json.dumps({"v": [1, {"x": 2, "wall_seconds": 3}]}))
+    write(tmp_path, "r.json", json.dumps({"v": [1, {"x": 2, "wall_seconds": 4}]}))
+    write(tmp_path, "s.json", json.dumps({"v": [1, {"x": 5, "wall_seconds": 3}]}))
+    assert eq.compare_json(tmp_path / "l.json", tmp_path / "r.json") is None
+    assert eq.compare_json(tmp_path / "l.json", tmp_path / "s.json") is not None
+    np.savez(tmp_path / "l.npz", w=np.array([1.0, np.nan]), seconds=np.array(1.0))
+    np.savez(tmp_path / "r.npz", w=np.array([1.0, np.nan]), seconds=np.array(2.0))
+    np.savez(tmp_path / "s.npz", w=np.array([1.0, 0.0]), seconds=np.array(1.0))
+    assert eq.compare_npz(tmp_path / "l.npz", tmp_path / "r.npz") is None
+    assert eq.compare_npz(tmp_path / "l.npz", tmp_path / "s.npz") == "array 'w' differs"
+
+
+def test_verify_files_gives_the_rows_verified_in_place_of_their_waiver(repo):
+    root, first = repo
+    write(root, "recipes/shared.py", "value = 1 / 10\n")
+    commit_all(root, "refactor")
+    script = runpy.run_path(str(ROOT / "examples" / "results_manifest.py"))
+    rows = {"table.csv": {"file": "table.csv", "commit": first[:12], "waiver": "stale; to regenerate", "verified": ""}}
+    updates = script["verify_files"](root, rows, prov.history(root), ["table.csv"], COMMAND)
+    head = git(root, "rev-parse", "HEAD").strip()
+    assert updates == {"table.csv": {"verified": f"{head[:12]} `{COMMAND}`", "waiver": ""}}
+    write(root, "recipes/shared.py", "value = 0.2\n")
+    commit_all(root, "a real change")
+    assert script["verify_files"](root, rows, prov.history(root), ["table.csv"], COMMAND) is None
