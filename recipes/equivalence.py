@@ -44,7 +44,7 @@ PathLike = Union[str, Path]
 OUT = "{out}"
 #: parts of a column or key name (split at ``_``, ``-``, spaces) that mark a value allowed to
 #: differ between two runs of the same computation: when it ran, for how long, at which commit
-TIMING_PARTS = frozenset({"seconds", "elapsed", "wall", "created", "timestamp", "duration", "date", "commit", "provenance"})
+TIMING_PARTS = frozenset({"seconds", "minutes", "hours", "elapsed", "wall", "created", "timestamp", "duration", "date", "commit", "provenance"})
 #: whole names with that meaning whose parts are too common to list above ("test_time_averaging")
 TIMING_NAMES = frozenset({"time"})
 

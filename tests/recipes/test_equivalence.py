@@ -49,7 +49,7 @@ def repo(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("name, timing", [
-    ("train_seconds", True), ("seconds_per_epoch", True), ("wall_seconds", True), ("created", True), ("time", True), ("commit", True),
+    ("train_seconds", True), ("seconds_per_epoch", True), ("minutes", True), ("wall_seconds", True), ("created", True), ("time", True), ("commit", True),
     ("test_time_averaging_accuracy", False), ("rmse", False), ("second_moment", False), ("epochs", False),
 ])
 def test_timing_columns_are_told_from_results(name, timing):
