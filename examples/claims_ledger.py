@@ -23,6 +23,7 @@ import pandas as pd
 
 from pyrozoo import atomic
 from recipes import claims
+from recipes import provenance as prov
 from recipes.cli import add_common_arguments, run_main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,6 +44,20 @@ def provenance(argv) -> str:
     modified = bool(_git("status", "--porcelain", "--", *CODE))
     return (f"Written by `python examples/claims_ledger.py{''.join(' ' + a for a in argv)}` at commit {commit}"
             f"{' (the ledger code modified since)' if modified else ''} on {datetime.date.today().isoformat()}.")
+
+
+def stale_evidence(results_dir: Path) -> dict:
+    """The results files whose code changed after they were written (neither regenerated nor
+    verified since, :func:`recipes.provenance.staleness`), with the first clause of their
+    waiver: a verdict read off them may not be what today's code gives. Empty outside this
+    checkout's results folder or without its git history."""
+    if results_dir.resolve() != prov.results_dir(ROOT).resolve():
+        return {}
+    hist = prov.history(ROOT)
+    if hist is None:
+        return {}
+    rows = prov.read_manifest(prov.manifest_path(ROOT))
+    return {name: rows[name].get("waiver", "").split(";")[0].split(" [")[0] for name in prov.staleness(rows, hist)}
 
 
 def _cell(text) -> str:
@@ -68,10 +83,17 @@ and 95 % Student-t interval, and n. Verdicts are computed by `recipes/claims.py`
 never typed in."""
 
 
-def markdown(table: pd.DataFrame, argv) -> str:
+def markdown(table: pd.DataFrame, argv, stale: dict = None) -> str:
+    """The ledger in Markdown; ``stale``: :func:`stale_evidence`, flagged under each claim that reads such a file."""
+    stale = stale or {}
     counts = claims.counts(table)
+    flagged = [r.id for r in table.itertuples() if isinstance(r.files, str) and any(f in stale for f in r.files.split())]
     out = ["# Claims ledger: the headline claims of the five source works\n", provenance(argv) + "\n",
            "**" + " · ".join(f"{v}: {n}" for v, n in counts.items()) + f"** ({len(table)} claims)\n", RULES + "\n"]
+    if flagged:
+        out.append(f"{len(flagged)} claims read a results file whose code changed after it was written and that has been neither "
+                   f"regenerated nor verified unchanged since (`docs/results/MANIFEST.csv`; each is flagged under its claim, "
+                   f"with the reason): {', '.join(flagged)}.\n")
     per_work = [[name] + [int(((table.work == name) & (table.verdict == v)).sum()) for v in claims.VERDICTS] for name in claims.WORKS.values()]
     out.append(_table(["source work", *claims.VERDICTS], per_work))
     for name in claims.WORKS.values():
@@ -92,6 +114,9 @@ def markdown(table: pd.DataFrame, argv) -> str:
                 items.append(("Bug or budget", r.diagnosis))
             if r.files:
                 items.append(("Files", ", ".join(f"`{f}`" for f in r.files.split())))
+                old = [f for f in r.files.split() if f in stale]
+                if old:
+                    items.append(("Evidence stale", "; ".join(f"`{f}`: {stale[f]}" for f in old)))
             out.append("\n".join(f"- **{k}:** {v}" for k, v in items) + "\n")
     return "\n".join(out)
 
@@ -104,7 +129,7 @@ def main(argv=None):
     results_dir = Path(args.results_dir)
     table = claims.ledger(results_dir=results_dir)
     claims.write_csv(table, results_dir / "claims.csv")
-    atomic.write_text(results_dir / "claims.md", markdown(table, argv))
+    atomic.write_text(results_dir / "claims.md", markdown(table, argv, stale_evidence(results_dir)))
     print(", ".join(f"{v}: {n}" for v, n in claims.counts(table).items()) + f" ({len(table)} claims)")
     for r in table.itertuples():
         print(f"  {r.verdict:<18} {r.id}")

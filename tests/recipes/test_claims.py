@@ -13,6 +13,7 @@
 import dataclasses
 import math
 import re
+import runpy
 
 import numpy as np
 import pandas as pd
@@ -234,6 +235,20 @@ def test_the_script_writes_the_ledger_and_fails_cleanly_on_a_missing_file(tmp_pa
     with pytest.raises(SystemExit, match=f"claim {first.id} .*{re.escape(first.files[0])}"):
         run_example("claims_ledger.py", "--results-dir", bad, monkeypatch=monkeypatch)
     assert not (bad / "claims.csv").exists() and not (bad / "claims.md").exists()
+
+
+def test_the_markdown_flags_each_claim_that_reads_a_stale_file_and_only_those():
+    script = runpy.run_path(str(C.default_results_dir().parents[1] / "examples" / "claims_ledger.py"))
+    table = pd.read_csv(RESULTS / "claims.csv", keep_default_na=False)
+    reader = next(r for r in table.itertuples() if r.files)
+    stale_file = reader.files.split()[0]
+    md = script["markdown"](table, [], {stale_file: "code changed since"})
+    flagged = [r.id for r in table.itertuples() if stale_file in r.files.split()]
+    assert f"{len(flagged)} claims read a results file whose code changed" in md and ", ".join(flagged) + "." in md
+    sections = {s.split("\n", 1)[0]: s for s in md.split("\n### ")[1:]}
+    assert {i for i, text in sections.items() if "**Evidence stale:**" in text} == set(flagged)
+    assert f"`{stale_file}`: code changed since" in sections[reader.id]
+    assert "Evidence stale" not in script["markdown"](table, [], {}) and "claims read a results file" not in script["markdown"](table, [])
 
 
 # -- readers ----------------------------------------------------------------------------------
