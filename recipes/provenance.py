@@ -431,6 +431,19 @@ def _ignored(root: Path, paths: Sequence[str]) -> Set[str]:
     return set(done.stdout.split("\n")) - {""}
 
 
+def unchanged_since_head(root: PathLike, paths: Sequence[str]) -> Set[str]:
+    """The repository-relative ``paths`` that are tracked and whose bytes equal HEAD's (none
+    when git cannot say)."""
+    if not paths:
+        return set()
+    tracked = git(root, "ls-files", "--", *paths)
+    changed = git(root, "status", "--porcelain", "--untracked-files=all", "--", *paths)
+    if tracked is None or changed is None:
+        return set()
+    differing = {line[3:].strip() for line in changed.splitlines() if line.strip()}
+    return set(tracked.splitlines()) - differing - {""}
+
+
 #: files already recorded by an explicit :func:`record_outputs` call inside the current
 #: :func:`recording_outputs` block (the automatic rows must not replace them)
 _explicit: Set[str] = set()
@@ -452,6 +465,11 @@ def record_outputs(
     written. ``argv`` defaults to ``sys.argv`` (its first item the script, whose imports give
     ``depends``), ``settings`` to the options of ``argv``, ``device`` to ``argv``'s
     ``--device`` (:func:`device_label`); ``seconds`` is the wall time of the invocation.
+
+    A file written byte for byte as HEAD has it, by code that is HEAD's (a clean commit
+    label), gets ``verified`` at HEAD: git keeps the file's older commit, so without it the file
+    would count as stale after a change of its code that this run has just shown to change
+    nothing.
     """
     import torch
 
@@ -489,6 +507,12 @@ def record_outputs(
         "source": "run",
     }
     rows = [{"file": name, **row} for name in sorted(names)]
+    if re.fullmatch(r"[0-9a-f]{12}", row["commit"]) and "`" not in row["command"] and not os.environ.get(SOURCE_COMMIT_VARIABLE, "").strip():
+        # (a copied checkout whose history lags cannot say what HEAD has)
+        same = unchanged_since_head(root, sorted(names.values()))
+        for r in rows:
+            if names[r["file"]] in same:
+                r["verified"] = verified_value(row["commit"], row["command"])
     upsert(directory / MANIFEST_NAME, rows)
     _explicit.update(names)
     return rows

@@ -263,6 +263,29 @@ def test_a_run_records_the_results_it_wrote_and_nothing_else(repo, tmp_path):
     assert float(got["seconds"]) >= 0 and got["source"] == "run" and got["waiver"] == ""
 
 
+def test_a_rewrite_byte_for_byte_at_a_clean_head_records_itself_as_verified(repo, monkeypatch):
+    """git keeps a rewritten-but-identical file's older commit: the row says the run at HEAD checked it."""
+    argv = [str(repo / "examples" / "ex.py"), "--quick"]
+    write(repo, "recipes/shared.py", "value = 1  # a change since the table was committed\n")
+    head = commit_all(repo, "refactor")[: prov.SHORT_HASH]
+    assert list(prov.check_manifest(repo, {"ex_table.csv": row("ex_table.csv", EX_DEPENDS)}).stale) == ["ex_table.csv"]
+    with prov.recording_outputs(argv=argv, root=repo):
+        atomic.write_text(repo / "docs" / "results" / "ex_table.csv", FILES["docs/results/ex_table.csv"])  # the same bytes
+        atomic.write_text(repo / "docs" / "results" / "new.csv", "b\n")  # never committed
+    rows = prov.read_manifest(prov.manifest_path(repo))
+    assert rows["ex_table.csv"]["verified"] == f"{head} `python examples/ex.py --quick`" and rows["new.csv"]["verified"] == ""
+    assert prov.check_manifest(repo, rows).stale == {}
+
+    with prov.recording_outputs(argv=argv, root=repo):
+        atomic.write_text(repo / "docs" / "results" / "ex_table.csv", "a\n2\n")  # other numbers: a regeneration, not a check
+    assert prov.read_manifest(prov.manifest_path(repo))["ex_table.csv"]["verified"] == ""
+
+    write(repo, "recipes/shared.py", "value = 1  # uncommitted\n")  # code that is not HEAD's checks nothing
+    with prov.recording_outputs(argv=argv, root=repo):
+        atomic.write_text(repo / "docs" / "results" / "ex_table.csv", FILES["docs/results/ex_table.csv"])
+    assert prov.read_manifest(prov.manifest_path(repo))["ex_table.csv"]["verified"] == ""
+
+
 SOURCE_COMMITS = {"a short hash": ("abc1234", "abc1234"), "a full hash": ("f" * 40, "f" * 12)}
 
 
