@@ -25,7 +25,7 @@ row's waiver by hand for a more specific reason; the backfill keeps it).
 the code of the files' commit and on HEAD's (:mod:`recipes.equivalence`); when both write the
 same numbers, the files' rows get ``verified`` (HEAD and the command) in place of their waiver,
 and they count as current until their code changes again. When the numbers differ, nothing is
-written: the files must be regenerated.
+written: the files must be regenerated (``--bisect`` then names the commit that changed them).
 
     python examples/results_manifest.py                       # backfill, then report
     python examples/results_manifest.py --check               # report only; exit status 1 on a problem
@@ -232,10 +232,11 @@ def base_commit(name: str, row: dict, hist) -> str:
     return written
 
 
-def verify_files(root: Path, rows: dict, hist, names, command: str, timeout=None):
-    """``--verify``: one :func:`recipes.equivalence.verify` per distinct commit of ``names``.
-    Returns the rows' new ``verified`` and ``waiver`` values by file when every check found the
-    same numbers, else None."""
+def verify_files(root: Path, rows: dict, hist, names, command: str, timeout=None, bisect: bool = False):
+    """``--verify``: one :func:`recipes.equivalence.verify` per distinct commit of ``names``
+    (``bisect``: for each that differs, the first commit that changed the numbers,
+    :func:`recipes.equivalence.first_difference`). Returns the rows' new ``verified`` and
+    ``waiver`` values by file when every check found the same numbers, else None."""
     unknown = [n for n in names if n not in rows]
     if unknown:
         raise ValueError(f"not in {prov.MANIFEST_NAME}: {unknown} (give paths under docs/results, as its file column does)")
@@ -243,6 +244,9 @@ def verify_files(root: Path, rows: dict, hist, names, command: str, timeout=None
     results = [equivalence.verify(root, base, command, head, timeout) for base in sorted({base_commit(n, rows[n], hist) for n in names})]
     for result in results:
         print(result.summary())
+        if bisect and not result.identical:
+            first = equivalence.first_difference(root, result.base, head, command, timeout)
+            print(f"  first commit whose run differs from {result.base[:12]}'s: " + (prov.git(root, "log", "-1", "--format=%h %s", first) or first).strip()[:200])
     if not all(r.identical for r in results):
         return None
     return {name: {"verified": prov.verified_value(head, command), "waiver": ""} for name in names}
@@ -271,9 +275,12 @@ def main(argv=None):
     parser.add_argument("--verify", nargs="+", metavar="FILE", default=None, help="files (as listed in the manifest) whose computation to check unchanged since their commit, with --command")
     parser.add_argument("--command", default=None, help="for --verify: a short run of the files' script that writes under {out}")
     parser.add_argument("--timeout", type=positive_int, default=None, help="for --verify: seconds each of its runs may take")
+    parser.add_argument("--bisect", action="store_true", help="for --verify: when the numbers differ, find the first commit that changed them (a bisection of short runs)")
     args = parser.parse_args(argv)
     if (args.verify is None) != (args.command is None):
         parser.error("--verify and --command go together")
+    if args.bisect and args.verify is None:
+        parser.error("--bisect goes with --verify")
     if args.verify is not None and args.check:
         parser.error("--check writes nothing; --verify writes the rows it verifies")
     root = prov.repo_root()
@@ -284,7 +291,7 @@ def main(argv=None):
     updates = {}
     if args.verify is not None:
         # the runs take minutes: they run before the manifest is locked, their rows are written after
-        updates = verify_files(root, prov.read_manifest(path), hist, args.verify, args.command, args.timeout)
+        updates = verify_files(root, prov.read_manifest(path), hist, args.verify, args.command, args.timeout, args.bisect)
         if updates is None:
             print("NOT VERIFIED: the numbers differ, or nothing was compared; regenerate these files instead")
             return 1

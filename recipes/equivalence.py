@@ -217,5 +217,38 @@ def verify(root: PathLike, base: str, command: str, head: str = "HEAD", timeout:
     return result
 
 
+def first_difference(root: PathLike, base: str, head: str, command: str, timeout: Optional[float] = None) -> Optional[str]:
+    """The first commit on the ancestry path from ``base`` to ``head`` whose short run differs
+    from ``base``'s (a bisection: about log2(commits) runs of ``command``), or None when
+    ``head``'s does not. Assumes a single change point; with several, it finds one of them,
+    and a rerun from the commit found finds the next."""
+    root = Path(root)
+    base, head = (_git(root, "rev-parse", f"{c.strip()}^{{commit}}") for c in (base, head))
+    commits = _git(root, "rev-list", "--reverse", "--ancestry-path", f"{base}..{head}").split()
+    command_argv(command, "out")
+    with tempfile.TemporaryDirectory(prefix="pyrozoo-bisect-") as scratch:
+        outs = {}
+
+        def out(commit):
+            if commit not in outs:
+                outs[commit] = Path(scratch) / commit
+                with worktree(root, commit) as tree:
+                    run_at(tree, command, outs[commit], timeout)
+            return outs[commit]
+
+        def same(commit):
+            result = Verification(base, commit, command)
+            compare_outputs(out(base), out(commit), result)
+            return result.identical
+
+        if not commits or same(commits[-1]):
+            return None
+        lo, hi = -1, len(commits) - 1  # commits[lo] (base when -1) is the same, commits[hi] differs
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if same(commits[mid]) else (lo, mid)
+        return commits[hi]
+
+
 __all__ = ["OUT", "COMPARERS", "is_timing", "Verification", "worktree", "command_argv", "run_at", "compare_csv", "compare_json", "compare_npz",
-           "compare_outputs", "verify"]
+           "compare_outputs", "verify", "first_difference"]

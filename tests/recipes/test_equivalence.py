@@ -83,6 +83,16 @@ def test_uncommitted_edits_take_no_part(repo):
     assert eq.verify(root, first, COMMAND, "HEAD").identical
 
 
+def test_bisection_finds_the_commit_that_changed_the_numbers(repo):
+    root, first = repo
+    commits = []
+    for text in ("value = 1 / 10\n", "value = 0.2\n", "value = 2 / 10\n"):  # a refactor, a change, a refactor
+        write(root, "recipes/shared.py", text)
+        commits.append(commit_all(root, text))
+    assert eq.first_difference(root, first, commits[-1], COMMAND) == commits[1]
+    assert eq.first_difference(root, first, commits[0], COMMAND) is None
+
+
 def test_a_failing_command_raises_with_its_output(repo):
     root, first = repo
     with pytest.raises(RuntimeError, match="bad option"):
@@ -130,7 +140,7 @@ def test_json_and_npz_comparison_leave_out_timing_only(tmp_path):
     assert eq.compare_npz(tmp_path / "l.npz", tmp_path / "s.npz") == "array 'w' differs"
 
 
-def test_verify_files_gives_the_rows_verified_in_place_of_their_waiver(repo):
+def test_verify_files_gives_the_rows_verified_in_place_of_their_waiver(repo, capsys):
     root, first = repo
     write(root, "recipes/shared.py", "value = 1 / 10\n")
     commit_all(root, "refactor")
@@ -140,5 +150,9 @@ def test_verify_files_gives_the_rows_verified_in_place_of_their_waiver(repo):
     head = git(root, "rev-parse", "HEAD").strip()
     assert updates == {"table.csv": {"verified": f"{head[:12]} `{COMMAND}`", "waiver": ""}}
     write(root, "recipes/shared.py", "value = 0.2\n")
-    commit_all(root, "a real change")
-    assert script["verify_files"](root, rows, prov.history(root), ["table.csv"], COMMAND) is None
+    change = commit_all(root, "a real change")
+    write(root, "recipes/shared.py", "value = 2 / 10\n")
+    commit_all(root, "a refactor after it")
+    capsys.readouterr()
+    assert script["verify_files"](root, rows, prov.history(root), ["table.csv"], COMMAND, bisect=True) is None
+    assert f"first commit whose run differs from {first[:12]}'s: {change[:7]} a real change" in capsys.readouterr().out
