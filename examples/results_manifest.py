@@ -218,6 +218,23 @@ def waive_stale(rows: dict, hist, reason: str) -> list:
     return waived
 
 
+def results_file(value: str) -> str:
+    """A file as the manifest lists it: a path under docs/results, relative, not leaving it."""
+    path = Path(value.strip())
+    if not value.strip() or path.is_absolute() or ".." in path.parts:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a file under docs/results as MANIFEST.csv lists it (e.g. uci_bbb.csv, controlled/fgsm_scale.md)")
+    return path.as_posix()
+
+
+def verify_command(value: str) -> str:
+    """A short command for --verify: parsable, and writing under {out} (:func:`recipes.equivalence.command_argv`)."""
+    try:
+        equivalence.command_argv(value, "out")
+    except ValueError as e:  # shlex's unbalanced quotes, or no {out}
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return value
+
+
 def base_commit(name: str, row: dict, hist) -> str:
     """The commit whose code wrote ``name``: its row's, when the history has it, else the
     file's last commit."""
@@ -272,8 +289,8 @@ def main(argv=None):
     parser.add_argument("--check", action="store_true", help="only check the manifest (exit status 1 on a problem); write nothing")
     parser.add_argument("--waive-stale", metavar="ISSUE", type=positive_int, default=None, help="waive every stale row without a waiver, to be regenerated under this issue (the waiver names the commits that made it stale)")
     parser.add_argument("--verbose", action="store_true", help="also list the waived stale files and needless waivers")
-    parser.add_argument("--verify", nargs="+", metavar="FILE", default=None, help="files (as listed in the manifest) whose computation to check unchanged since their commit, with --command")
-    parser.add_argument("--command", default=None, help="for --verify: a short run of the files' script that writes under {out}")
+    parser.add_argument("--verify", nargs="+", metavar="FILE", type=results_file, default=None, help="files (as listed in the manifest) whose computation to check unchanged since their commit, with --command")
+    parser.add_argument("--command", type=verify_command, default=None, help="for --verify: a short run of the files' script that writes under {out}")
     parser.add_argument("--timeout", type=positive_int, default=None, help="for --verify: seconds each of its runs may take")
     parser.add_argument("--bisect", action="store_true", help="for --verify: when the numbers differ, find the first commit that changed them (a bisection of short runs)")
     args = parser.parse_args(argv)

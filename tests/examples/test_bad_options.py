@@ -51,6 +51,9 @@ BAD_VALUES = {
     "splits_by_spec": ["random", "column:", "files:no/such/folder", "kfold:3", ""],
     "_points": ["0", "-1", "x"],  # vae_dsivi_prior.py --prior-points: 'all' or >= 1
     "beta_hyperparameters": ["0.5,1000", "2,0", "2", "a,b", "2,nan"],  # sparse_regression.py --delta-prior A,B
+    # results_manifest.py --verify FILE --command CMD
+    "results_file": ["", "/abs/uci_bbb.csv", "../uci_bbb.csv"],
+    "verify_command": ["", "python examples/ex.py", "python examples/ex.py --results-dir '{out}"],
 }
 RANGE_TYPES = {"parse_seeds", "int_ranges", "split_spec"}
 #: option types that need no check (a path to write to; a stem or free text)
