@@ -2,6 +2,7 @@
 
 import math
 import time
+import warnings
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Callable, Optional, Sequence, Union
@@ -20,6 +21,7 @@ from pyrozoo.inference.elbo import ClosedFormKL_ELBO
 from pyrozoo.inference.loop import EpochLoop
 from pyrozoo.inference.prediction import check_training_labels
 from pyrozoo.inference.schedules import KLSchedule
+from pyrozoo.models.dropout_priors import KLWarmupWarning
 from pyrozoo.poutine import flipout, latent_scale, local_reparameterization, weights_per_example
 from pyrozoo.utils import resolve_device, rng_states_kept, set_seed
 
@@ -259,7 +261,12 @@ def fit(
         figures["parameters_finite"] = all_finite(params)
         return loop.record(row, where=f"in epoch {epoch}", figures=figures, step=(epoch + 1) * num_batches)
 
-    history = loop.run(one_epoch)
+    with warnings.catch_warnings():
+        if loop.start_epoch > 0:
+            # the dropout priors' warm-up watch is about a run's first steps, which a resumed run
+            # took in its earlier leg: at full weight now by its schedule, the warning would be false
+            warnings.simplefilter("ignore", KLWarmupWarning)
+        history = loop.run(one_epoch)
     if history:
         # rule 3 (and 1c) on the fitted guide, without moving any random stream the caller relies on
         check = TensorBatches(*batches.tensors, batch_size=min(batches.n, CHECK_EXAMPLES), shuffle=False)

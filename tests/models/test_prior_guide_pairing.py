@@ -394,6 +394,23 @@ def test_full_kl_weight_from_the_first_step_warns(prior, guide_class):
     assert all(not w for w in warmed)
 
 
+@pytest.mark.parametrize("prior", [LogUniformPrior, ARDPrior], ids=lambda c: c.__name__)
+def test_a_run_resumed_after_its_warm_up_does_not_warn(prior, tmp_path):
+    """The warm-up watch is about a run's first steps; a run resumed past them (full weight by its
+    schedule) has had its warm-up in the earlier leg, so the warning would be false."""
+    x, y = synthetic_images(20, 0)
+    caught_by_leg = []
+    for epochs in (3, 5):  # the first leg warms up over epochs 1-2; the second resumes at full weight
+        pyro.clear_param_store()
+        model, _ = cnn_model(prior(), n=20)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fit(model, SparseVariationalDropoutGuide(model), (x, y), epochs=epochs, batch_size=10, kl_schedule=LinearKLWarmup(1, 2),
+                checkpoint=tmp_path / "ck.pt", progress=False)
+        caught_by_leg.append([w for w in caught if issubclass(w.category, KLWarmupWarning)])
+    assert caught_by_leg == [[], []]
+
+
 def _gradients_at_initialisation(n, particles=10):
     """Per site of a Sparse VD CNN on ``n`` images, at the guide's initial values: the means
     ``theta``, the gradient of the KL on them (exact) and of the expected negative data term
