@@ -239,10 +239,9 @@ def base_commit(name: str, row: dict, hist) -> str:
     """The commit whose code wrote ``name``: its row's, when the history has it, else the
     file's last commit."""
     recorded = row.get("commit", "").split("+")[0]
-    if re.fullmatch(r"[0-9a-f]{7,40}", recorded):
-        found = next((c for c in hist.parents if c.startswith(recorded)), None)
-        if found is not None:
-            return found
+    found = hist.commit(recorded) if re.fullmatch(r"[0-9a-f]{7,40}", recorded) else None
+    if found is not None:
+        return found
     written = hist.last_commit(f"docs/results/{name}")
     if written is None:
         raise ValueError(f"{name} has never been committed: there is nothing to verify")
@@ -258,12 +257,13 @@ def verify_files(root: Path, rows: dict, hist, names, command: str, timeout=None
     if unknown:
         raise ValueError(f"not in {prov.MANIFEST_NAME}: {unknown} (give paths under docs/results, as its file column does)")
     head = prov.git(root, "rev-parse", "HEAD").strip()
-    results = [equivalence.verify(root, base, command, head, timeout) for base in sorted({base_commit(n, rows[n], hist) for n in names})]
-    for result in results:
-        print(result.summary())
-        if bisect and not result.identical:
-            first = equivalence.first_difference(root, result.base, head, command, timeout)
-            print(f"  first commit whose run differs from {result.base[:12]}'s: " + (prov.git(root, "log", "-1", "--format=%h %s", first) or first).strip()[:200])
+    with equivalence.ShortRuns(root, command, timeout) as runs:  # HEAD's run serves every comparison and the bisection
+        results = [runs.compare(base, head) for base in sorted({base_commit(n, rows[n], hist) for n in names})]
+        for result in results:
+            print(result.summary())
+            if bisect and not result.identical:
+                first = runs.first_difference(result.base, head)
+                print(f"  first commit whose run differs from {result.base[:12]}'s: " + (prov.git(root, "log", "-1", "--format=%h %s", first) or first).strip()[:200])
     if not all(r.identical for r in results):
         return None
     return {name: {"verified": prov.verified_value(head, command), "waiver": ""} for name in names}

@@ -198,57 +198,74 @@ def compare_outputs(old: Path, new: Path, result: Verification) -> None:
             result.differences.append(f"{name}: {difference}")
 
 
-def verify(root: PathLike, base: str, command: str, head: str = "HEAD", timeout: Optional[float] = None) -> Verification:
-    """Runs ``command`` (writing under ``{out}``) on the code of ``base`` and of ``head`` and
-    compares what they write (:class:`Verification`)."""
-    root = Path(root)
-    base, head = (_git(root, "rev-parse", f"{c.strip()}^{{commit}}") for c in (base, head))
-    command_argv(command, "out")  # refuse a command without {out} before checking anything out
-    result = Verification(base, head, command)
-    start = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="pyrozoo-verify-out-") as scratch:
-        outs = {}
-        for label, commit in (("base", base), ("head", head)):
-            outs[label] = Path(scratch) / label
-            with worktree(root, commit) as tree:
-                run_at(tree, command, outs[label], timeout)
-        compare_outputs(outs["base"], outs["head"], result)
-    result.seconds = time.perf_counter() - start
-    return result
+class ShortRuns:
+    """One short command's outputs by commit: each commit's run happens once (in a clean
+    worktree, :func:`run_at`) and is kept in a scratch folder while the object is open, so a
+    comparison and a bisection between the same commits share their runs.
 
+    :raises ValueError: at construction, for a command that does not write under ``{out}``."""
 
-def first_difference(root: PathLike, base: str, head: str, command: str, timeout: Optional[float] = None) -> Optional[str]:
-    """The first commit on the ancestry path from ``base`` to ``head`` whose short run differs
-    from ``base``'s (a bisection: about log2(commits) runs of ``command``), or None when
-    ``head``'s does not. Assumes a single change point; with several, it finds one of them,
-    and a rerun from the commit found finds the next."""
-    root = Path(root)
-    base, head = (_git(root, "rev-parse", f"{c.strip()}^{{commit}}") for c in (base, head))
-    commits = _git(root, "rev-list", "--reverse", "--ancestry-path", f"{base}..{head}").split()
-    command_argv(command, "out")
-    with tempfile.TemporaryDirectory(prefix="pyrozoo-bisect-") as scratch:
-        outs = {}
+    def __init__(self, root: PathLike, command: str, timeout: Optional[float] = None):
+        command_argv(command, "out")  # refused before anything is checked out
+        self.root, self.command, self.timeout = Path(root), command, timeout
+        self._scratch = tempfile.TemporaryDirectory(prefix="pyrozoo-verify-out-")
+        self._outputs = {}
 
-        def out(commit):
-            if commit not in outs:
-                outs[commit] = Path(scratch) / commit
-                with worktree(root, commit) as tree:
-                    run_at(tree, command, outs[commit], timeout)
-            return outs[commit]
+    def __enter__(self) -> "ShortRuns":
+        return self
 
-        def same(commit):
-            result = Verification(base, commit, command)
-            compare_outputs(out(base), out(commit), result)
-            return result.identical
+    def __exit__(self, *exc) -> None:
+        self._scratch.cleanup()
 
-        if not commits or same(commits[-1]):
+    def resolve(self, commit: str) -> str:
+        return _git(self.root, "rev-parse", f"{commit.strip()}^{{commit}}")
+
+    def output(self, commit: str) -> Path:
+        """The folder of ``commit``'s run (a full hash), running it the first time."""
+        if commit not in self._outputs:
+            out = Path(self._scratch.name) / commit
+            with worktree(self.root, commit) as tree:
+                run_at(tree, self.command, out, self.timeout)
+            self._outputs[commit] = out
+        return self._outputs[commit]
+
+    def compare(self, base: str, head: str) -> Verification:
+        """What the runs at ``base`` and ``head`` write, compared (:class:`Verification`)."""
+        base, head = self.resolve(base), self.resolve(head)
+        start = time.perf_counter()
+        result = Verification(base, head, self.command)
+        compare_outputs(self.output(base), self.output(head), result)
+        result.seconds = time.perf_counter() - start
+        return result
+
+    def first_difference(self, base: str, head: str) -> Optional[str]:
+        """The first commit on the ancestry path from ``base`` to ``head`` whose run differs
+        from ``base``'s (a bisection: about log2(commits) runs), or None when ``head``'s does
+        not. Assumes a single change point; with several, it finds one of them, and a rerun
+        from the commit found finds the next."""
+        base, head = self.resolve(base), self.resolve(head)
+        commits = _git(self.root, "rev-list", "--reverse", "--ancestry-path", f"{base}..{head}").split()
+        if not commits or self.compare(base, commits[-1]).identical:
             return None
-        lo, hi = -1, len(commits) - 1  # commits[lo] (base when -1) is the same, commits[hi] differs
+        lo, hi = -1, len(commits) - 1  # commits[lo] (base when -1) gives base's numbers, commits[hi] does not
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if same(commits[mid]) else (lo, mid)
+            lo, hi = (mid, hi) if self.compare(base, commits[mid]).identical else (lo, mid)
         return commits[hi]
 
 
+def verify(root: PathLike, base: str, command: str, head: str = "HEAD", timeout: Optional[float] = None) -> Verification:
+    """Runs ``command`` (writing under ``{out}``) on the code of ``base`` and of ``head`` and
+    compares what they write (:meth:`ShortRuns.compare`)."""
+    with ShortRuns(root, command, timeout) as runs:
+        return runs.compare(base, head)
+
+
+def first_difference(root: PathLike, base: str, head: str, command: str, timeout: Optional[float] = None) -> Optional[str]:
+    """:meth:`ShortRuns.first_difference` of ``command`` between ``base`` and ``head``."""
+    with ShortRuns(root, command, timeout) as runs:
+        return runs.first_difference(base, head)
+
+
 __all__ = ["OUT", "COMPARERS", "is_timing", "Verification", "worktree", "command_argv", "run_at", "compare_csv", "compare_json", "compare_npz",
-           "compare_outputs", "verify", "first_difference"]
+           "compare_outputs", "ShortRuns", "verify", "first_difference"]

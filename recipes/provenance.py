@@ -622,6 +622,10 @@ class History:
         """The newest commit that changed the repository-relative ``path`` (None: never committed)."""
         return next((c for c in self.order if path in self.files[c]), None)
 
+    def commit(self, prefix: str) -> Optional[str]:
+        """The full hash of the commit of this history whose hash starts with ``prefix`` (None: none)."""
+        return next((c for c in self.parents if c.startswith(prefix)), None)
+
     def ancestors(self, commit: str) -> Set[str]:
         if commit not in self._ancestors:
             seen, todo = set(), [commit]
@@ -696,7 +700,7 @@ def verified_commit(row: Mapping[str, str], hist: History) -> Optional[str]:
     match = VERIFIED.match(row.get("verified", "").strip())
     if match is None:
         return None
-    return next((c for c in hist.parents if c.startswith(match["commit"])), None)
+    return hist.commit(match["commit"])
 
 
 def staleness(rows: Mapping[str, Mapping[str, str]], hist: History) -> Dict[str, Stale]:
