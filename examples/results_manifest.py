@@ -139,8 +139,7 @@ def recorded_provenance(name: str, directory: Path) -> dict:
 def _changed_files(root: Path) -> set:
     """docs/results files that differ from HEAD or are untracked (their content is newer than
     their last commit), relative to docs/results."""
-    out = prov.git(root, "status", "--porcelain", "--untracked-files=all", "--", "docs/results") or ""
-    return {line[3:].split(" -> ")[-1].strip('"')[len("docs/results/"):] for line in out.splitlines() if len(line) > 3}
+    return {path[len("docs/results/"):] for path in prov.changed_paths(root, ["docs/results"]) or ()}
 
 
 def _mtime_iso(path: Path) -> str:

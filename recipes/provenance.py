@@ -111,13 +111,19 @@ def head_commit(root: PathLike) -> Optional[str]:
     return out.strip()[:SHORT_HASH] if out and out.strip() else None
 
 
+def changed_paths(root: PathLike, paths: Iterable[str]) -> Optional[Set[str]]:
+    """The repository-relative files under ``paths`` that differ from HEAD or are untracked
+    (a rename's new name; None when git cannot say)."""
+    out = git(root, "status", "--porcelain", "--untracked-files=all", "--", *paths)
+    if out is None:
+        return None
+    return {line[3:].split(" -> ")[-1].strip('"') for line in out.splitlines() if len(line) > 3}
+
+
 def modified(root: PathLike, paths: Iterable[str]) -> bool:
     """Whether any of ``paths`` (repository-relative) differs from HEAD or is untracked."""
     paths = list(paths)
-    if not paths:
-        return False
-    out = git(root, "status", "--porcelain", "--untracked-files=all", "--", *paths)
-    return bool(out and out.strip())
+    return bool(paths) and bool(changed_paths(root, paths))
 
 
 #: names the commit of a copy of the working tree whose git history is missing or lags (the
@@ -436,12 +442,10 @@ def unchanged_since_head(root: PathLike, paths: Sequence[str]) -> Set[str]:
     when git cannot say)."""
     if not paths:
         return set()
-    tracked = git(root, "ls-files", "--", *paths)
-    changed = git(root, "status", "--porcelain", "--untracked-files=all", "--", *paths)
+    tracked, changed = git(root, "ls-files", "--", *paths), changed_paths(root, paths)
     if tracked is None or changed is None:
         return set()
-    differing = {line[3:].strip() for line in changed.splitlines() if line.strip()}
-    return set(tracked.splitlines()) - differing - {""}
+    return set(tracked.splitlines()) - changed - {""}
 
 
 #: files already recorded by an explicit :func:`record_outputs` call inside the current
@@ -776,7 +780,7 @@ def check_manifest(root: Optional[PathLike] = None, rows: Optional[Mapping[str, 
 
 __all__ = [
     "COLUMNS", "OLD_COLUMNS", "VERIFIED", "MANIFEST_NAME", "SOURCE_COMMIT_VARIABLE", "INFRASTRUCTURE", "repo_root", "results_dir", "manifest_path", "git", "head_commit",
-    "modified", "commit_label", "read_manifest", "parse_manifest", "manifest_text", "write_manifest", "update", "upsert", "recipe_imports",
+    "changed_paths", "modified", "commit_label", "read_manifest", "parse_manifest", "manifest_text", "write_manifest", "update", "upsert", "recipe_imports",
     "depends_of", "split_depends", "settings_from_argv", "device_label", "command_line", "now_iso", "record_outputs",
     "tracking_writes", "recording_outputs", "results_files", "History", "history", "Stale", "verified_value", "verified_commit", "staleness", "Report",
     "check_manifest",
