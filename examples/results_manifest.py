@@ -65,12 +65,14 @@ PRODUCERS = [
 ]
 
 #: producers that take no command line of their own: the notebooks run through
-#: scripts/execute_notebook.py (README) and set one torch thread in their first cell; their
+#: scripts/execute_notebook.py (README), with the torch threads their own code sets; their
 #: settings are their own code (no options)
-DOCUMENTED_RUNS = {
-    notebook: {"command": f"python scripts/execute_notebook.py {notebook}", "threads": "1", "settings": {}}
-    for notebook in ("notebooks/compare_objectives.ipynb", "notebooks/compare_objectives_baselines.ipynb")
-}
+DOCUMENTED_NOTEBOOKS = ("notebooks/compare_objectives.ipynb", "notebooks/compare_objectives_baselines.ipynb")
+
+
+def documented_run(notebook: str, root: Path) -> dict:
+    threads = prov.declared_threads(root / notebook) if (root / notebook).is_file() else None
+    return {"command": f"python scripts/execute_notebook.py {notebook}", "threads": "" if threads is None else str(threads), "settings": {}}
 
 #: the reason --waive-stale gives
 WAIVER = "stale: committed before the commits below changed the code it depends on; to regenerate under issue {issue}"
@@ -151,7 +153,8 @@ def backfill_row(name: str, root: Path, hist, changed: set) -> dict:
     directory = prov.results_dir(root)
     producer = producer_of(name, root)
     depends = prov.depends_of(producer, root) if producer else []
-    recorded = {**DOCUMENTED_RUNS.get(producer, {}), **recorded_provenance(name, directory)}
+    documented = documented_run(producer, root) if producer in DOCUMENTED_NOTEBOOKS else {}
+    recorded = {**documented, **recorded_provenance(name, directory)}
     written = hist.last_commit(f"docs/results/{name}") if hist is not None else None
     newer = name in changed or written is None
     command = recorded.get("command") or (f"{producer} (arguments not recorded)" if producer else "unknown (no script writes such a file)")

@@ -318,6 +318,14 @@ def _code_of(path: Path) -> str:
     return "\n".join(lines)
 
 
+def declared_threads(script: PathLike) -> Optional[int]:
+    """The torch thread count a script or notebook sets itself (``torch.set_num_threads(N)`` in
+    its code, the last one), or None: a notebook's kernel is another process, so the
+    executor's own count says nothing of it."""
+    found = re.findall(r"torch\.set_num_threads\(\s*(\d+)\s*\)", _code_of(Path(script)))
+    return int(found[-1]) if found else None
+
+
 #: parsed imports by (file, modification time, size): a backfill asks for every file's script
 _parsed: Dict[Tuple[str, int, int], Tuple[Set[str], Set[str]]] = {}
 
@@ -461,14 +469,18 @@ def record_outputs(
     seconds: Optional[float] = None,
     device: Optional[str] = None,
     root: Optional[PathLike] = None,
+    script: Optional[PathLike] = None,
+    threads: Optional[int] = None,
 ) -> List[Dict[str, str]]:
     """Upserts the manifest rows of the results files a script just wrote.
 
     Only files inside ``<root>/docs/results`` that git does not ignore get rows (a test's
     temporary folder, a run's checkpoints and the manifest itself get none); returns the rows
-    written. ``argv`` defaults to ``sys.argv`` (its first item the script, whose imports give
-    ``depends``), ``settings`` to the options of ``argv``, ``device`` to ``argv``'s
-    ``--device`` (:func:`device_label`); ``seconds`` is the wall time of the invocation.
+    written. ``argv`` defaults to ``sys.argv`` (the command; its first item the script, whose
+    imports give ``depends`` unless ``script`` names the code that ran, as a notebook executed by
+    ``scripts/execute_notebook.py``), ``settings`` to the options of ``argv``, ``device`` to
+    ``argv``'s ``--device`` (:func:`device_label`), ``threads`` to this process's torch threads;
+    ``seconds`` is the wall time of the invocation.
 
     A file written byte for byte as HEAD has it, by code that is HEAD's (a clean commit
     label), gets ``verified`` at HEAD: git keeps the file's older commit, so without it the file
@@ -490,7 +502,7 @@ def record_outputs(
     if not names:
         return []
     try:
-        depends = depends_of(argv[0], root)
+        depends = depends_of(argv[0] if script is None else script, root)
     except (FileNotFoundError, ValueError):  # a script outside the checkout: only itself is known
         depends = []
     options = settings_from_argv(argv[1:])
@@ -501,7 +513,7 @@ def record_outputs(
         "commit": commit_label(root, depends),
         "settings": json.dumps(dict(settings) if settings is not None else options, sort_keys=True, default=str),
         "device": device,
-        "threads": str(torch.get_num_threads()),
+        "threads": str(torch.get_num_threads() if threads is None else threads),
         "seconds": "" if seconds is None else f"{seconds:.1f}",
         "created": now_iso(),
         "depends": ";".join(depends),

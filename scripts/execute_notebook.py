@@ -10,13 +10,38 @@ Usage::
 The notebooks read ``PYROZOO_NOTEBOOK_QUICK`` (smoke configuration), ``PYROZOO_NOTEBOOK_RESULTS_DIR``
 (tables and plots; default ``docs/results``) and ``PYROZOO_NOTEBOOK_RUNS_DIR`` (per-run CSVs that
 an interrupted execution resumes from). The kernel inherits this process's environment.
+
+The results files the notebook wrote (changed during its execution) under ``docs/results`` get
+their rows in ``docs/results/MANIFEST.csv`` like any example's (:func:`recipes.provenance.record_outputs`),
+with the notebook's imports as what they depend on, so a regeneration that rewrites a file byte
+for byte still records that it was made by this code.
 """
 
 import argparse
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
+
+
+def _stamps(directory: Path) -> dict:
+    return {p: p.stat().st_mtime_ns for p in directory.rglob("*") if p.is_file()} if directory.is_dir() else {}
+
+
+def record_written(notebook: Path, results: Path, before: dict, seconds: float, argv=None, root=None) -> None:
+    """Manifest rows for the files under ``results`` that changed since ``before`` (the command
+    ``argv``, default this one); a failure to record warns (the results stand as written)."""
+    written = [p for p, stamp in _stamps(results).items() if before.get(p) != stamp]
+    if not written:
+        return
+    from recipes import provenance
+
+    try:
+        provenance.record_outputs(written, argv=argv, seconds=seconds, root=root, script=notebook,
+                                  threads=provenance.declared_threads(notebook), device="cpu")
+    except Exception as e:  # noqa: BLE001 - provenance must not undo an execution
+        warnings.warn(f"the notebook's results were written, but their rows in {provenance.MANIFEST_NAME} were not: {e}; run examples/results_manifest.py to add them")
 
 
 def main(argv=None):
@@ -41,9 +66,13 @@ def main(argv=None):
     # inline figures in the saved outputs
     os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     notebook = nbformat.read(args.notebook, as_version=4)
+    results = Path(os.environ.get("PYROZOO_NOTEBOOK_RESULTS_DIR") or Path(__file__).resolve().parents[1] / "docs" / "results")
+    before = _stamps(results)
     t0 = time.time()
     client = nbclient.NotebookClient(notebook, timeout=args.timeout, kernel_name="python3", resources={"metadata": {"path": str(args.notebook.resolve().parent)}})
     client.execute()
+    # before the notebook is saved: its code, as committed, is what made the results
+    record_written(args.notebook, results, before, time.time() - t0)
     out = args.out or args.notebook
     nbformat.write(notebook, out)
     print(f"executed {args.notebook} in {time.time() - t0:.0f} s; saved {out}")

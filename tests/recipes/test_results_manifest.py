@@ -6,6 +6,7 @@ small throwaway repositories whose answers are known: the dependencies of a scri
 commits make a result stale, what a run records and what a backfill keeps."""
 
 import json
+import os
 import runpy
 import subprocess
 from pathlib import Path
@@ -284,6 +285,29 @@ def test_a_rewrite_byte_for_byte_at_a_clean_head_records_itself_as_verified(repo
     with prov.recording_outputs(argv=argv, root=repo):
         atomic.write_text(repo / "docs" / "results" / "ex_table.csv", FILES["docs/results/ex_table.csv"])
     assert prov.read_manifest(prov.manifest_path(repo))["ex_table.csv"]["verified"] == ""
+
+
+def test_a_notebook_execution_records_what_its_kernel_wrote(repo):
+    """The kernel is another process: the executor records the files that changed under the
+    results folder while it ran, as made by the notebook's code and the threads it sets."""
+    executor = runpy.run_path(str(ROOT / "scripts" / "execute_notebook.py"), run_name="execute_notebook")
+    notebook = write(repo, "notebooks/nb.ipynb", json.dumps({"cells": [
+        {"cell_type": "code", "source": ["import torch\n", "torch.set_num_threads(2)\n", "from recipes.protocol import REGISTRY\n"]}]}))
+    head = commit_all(repo, "a notebook")[: prov.SHORT_HASH]
+    results = repo / "docs" / "results"
+    before = executor["_stamps"](results)
+    for name, text in (("ex_table.csv", FILES["docs/results/ex_table.csv"]), ("nb_table.csv", "b\n")):  # the same bytes; a new file
+        path = atomic.write_text(results / name, text)
+        os.utime(path, ns=(0, before.get(path, 0) + 1))
+    argv = ["scripts/execute_notebook.py", "notebooks/nb.ipynb"]
+    executor["record_written"](notebook, results, before, 3.0, argv=argv, root=repo)
+    rows = prov.read_manifest(prov.manifest_path(repo))
+    assert sorted(rows) == ["ex_table.csv", "nb_table.csv"]
+    for got in rows.values():
+        assert got["command"] == "python scripts/execute_notebook.py notebooks/nb.ipynb" and got["commit"] == head
+        assert got["depends"] == "notebooks/nb.ipynb;recipes/meth_a.py;recipes/protocol.py;recipes/registry.py;recipes/shared.py"
+        assert got["threads"] == "2" and got["device"] == "cpu"
+    assert rows["ex_table.csv"]["verified"] == f"{head} `python scripts/execute_notebook.py notebooks/nb.ipynb`" and rows["nb_table.csv"]["verified"] == ""
 
 
 SOURCE_COMMITS = {"a short hash": ("abc1234", "abc1234"), "a full hash": ("f" * 40, "f" * 12)}
