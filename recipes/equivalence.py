@@ -31,7 +31,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, List, Optional, Union
+from typing import Dict, Iterator, List, Optional, Union
 
 import numpy as np
 import pandas as pd
@@ -267,5 +267,115 @@ def first_difference(root: PathLike, base: str, head: str, command: str, timeout
         return runs.first_difference(base, head)
 
 
-__all__ = ["OUT", "COMPARERS", "is_timing", "Verification", "worktree", "command_argv", "run_at", "compare_csv", "compare_json", "compare_npz",
+# -- beyond bit for bit: a change against the seed noise -----------------------------------------
+
+#: the placeholder for a run's seed in a command
+SEED = "{seed}"
+
+
+@dataclass
+class SeedSpread:
+    """One number of a short command's output (``metric``: ``file:column`` of a one-row CSV)
+    over the same seeds at two commits (:func:`seed_spread`). A change that moves a short run's
+    numbers (:func:`verify` says DIFFERENT) may only have moved its random draws; the spread says
+    whether the difference of the means stands out of the seeds' noise."""
+
+    base: str
+    head: str
+    command: str
+    metric: str
+    seeds: List[int]
+    values: Dict[str, List[float]]  # base / head -> one value per seed, in the order of seeds
+    seconds: float = 0.0
+
+    def frame(self) -> pd.DataFrame:
+        """One row per run: ``commit`` (the full hash), ``side`` (base or head), ``seed``, the value."""
+        column = self.metric.split(":", 1)[1]
+        return pd.DataFrame([{"commit": getattr(self, side), "side": side, "seed": seed, column: value}
+                             for side in ("base", "head") for seed, value in zip(self.seeds, self.values[side])])
+
+    def difference(self) -> Dict[str, float]:
+        """head minus base: the difference of the means, its standard error (Welch), the
+        Welch-Satterthwaite degrees of freedom and the 95 % t-interval."""
+        from recipes.claims import t_quantile_975
+
+        a, b = np.asarray(self.values["base"], float), np.asarray(self.values["head"], float)
+        if min(len(a), len(b)) < 2:
+            raise ValueError("a seed spread needs at least two seeds on each side")
+        va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+        se = float(np.sqrt(va + vb))
+        dof = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1)) if va + vb > 0 else float("inf")
+        q = t_quantile_975(None if not np.isfinite(dof) else max(1, int(dof)))  # rounding df down: a wider interval
+        diff = float(b.mean() - a.mean())
+        return {"base_mean": float(a.mean()), "base_se": float(np.sqrt(va)), "head_mean": float(b.mean()), "head_se": float(np.sqrt(vb)),
+                "difference": diff, "se": se, "dof": float(dof), "low": diff - q * se, "high": diff + q * se}
+
+    def within_noise(self) -> bool:
+        """Whether the 95 % interval of the difference of the means contains 0."""
+        d = self.difference()
+        return d["low"] <= 0.0 <= d["high"]
+
+    def summary(self) -> str:
+        d = self.difference()
+        verdict = "within the seed noise" if self.within_noise() else "BEYOND the seed noise"
+        return (f"{verdict}: {self.metric} of `{self.command}` over seeds {self.seeds[0]}-{self.seeds[-1]} ({len(self.seeds)}): "
+                f"{d['base_mean']:.4g} ± {d['base_se']:.2g} at {self.base[:12]}, {d['head_mean']:.4g} ± {d['head_se']:.2g} at {self.head[:12]} "
+                f"(mean ± s.e.); difference {d['difference']:+.3g}, 95 % interval [{d['low']:+.3g}, {d['high']:+.3g}] ({self.seconds:.0f} s)")
+
+
+def _metric_parts(metric: str):
+    name, sep, column = metric.partition(":")
+    if not sep or not name or not column:
+        raise ValueError(f"a metric is file:column of a one-row CSV the command writes under {OUT}, e.g. runs.csv:test_error; got {metric!r}")
+    return name, column
+
+
+def read_metric(out: Path, metric: str) -> float:
+    """The value of ``metric`` (``file:column``) in a run's output folder: the file must be a CSV
+    of one row.
+
+    :raises ValueError: naming the file, for a metric not of that form, a missing file or
+        column, or a file of more or fewer than one row."""
+    name, column = _metric_parts(metric)
+    path = out / name
+    if not path.is_file():
+        raise ValueError(f"the run wrote no {name} under {OUT} (it wrote {sorted(str(p.relative_to(out)) for p in out.rglob('*') if p.is_file())})")
+    table = pd.read_csv(path)
+    if column not in table.columns:
+        raise ValueError(f"{name} has no column {column!r} (it has {list(table.columns)})")
+    if len(table) != 1:
+        raise ValueError(f"{name} holds {len(table)} rows; a seed spread reads one value per run (a file of one row)")
+    return float(table[column].iloc[0])
+
+
+def seed_spread(root: PathLike, base: str, command: str, seeds: List[int], metric: str, head: str = "HEAD",
+                timeout: Optional[float] = None) -> SeedSpread:
+    """Runs ``command`` once per seed (``{seed}`` in it, and ``{out}``) on the code of ``base`` and
+    of ``head`` (each in a clean worktree, :func:`run_at`) and collects ``metric`` of every run
+    (:func:`read_metric`).
+
+    :raises ValueError: for a command without ``{seed}`` or ``{out}`` (before anything runs)."""
+    if SEED not in command:
+        raise ValueError(f"the command must take its seed from {SEED} (e.g. --seed {SEED}): {command!r}")
+    command_argv(command, "out")
+    _metric_parts(metric)
+    seeds = list(seeds)
+    if len(seeds) < 2:
+        raise ValueError("a seed spread needs at least two seeds")
+    resolve = lambda commit: _git(root, "rev-parse", f"{commit.strip()}^{{commit}}")  # noqa: E731
+    commits = {"base": resolve(base), "head": resolve(head)}
+    start = time.perf_counter()
+    values = {}
+    with tempfile.TemporaryDirectory(prefix="pyrozoo-spread-") as scratch:
+        for side, commit in commits.items():
+            with worktree(root, commit) as tree:
+                values[side] = []
+                for seed in seeds:
+                    out = Path(scratch) / side / str(seed)
+                    run_at(tree, command.replace(SEED, str(seed)), out, timeout)
+                    values[side].append(read_metric(out, metric))
+    return SeedSpread(commits["base"], commits["head"], command, metric, seeds, values, time.perf_counter() - start)
+
+
+__all__ = ["OUT", "SEED", "SeedSpread", "read_metric", "seed_spread", "COMPARERS", "is_timing", "Verification", "worktree", "command_argv", "run_at", "compare_csv", "compare_json", "compare_npz",
            "compare_outputs", "ShortRuns", "verify", "first_difference"]

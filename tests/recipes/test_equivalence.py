@@ -156,3 +156,61 @@ def test_verify_files_gives_the_rows_verified_in_place_of_their_waiver(repo, cap
     capsys.readouterr()
     assert script["verify_files"](root, rows, prov.history(root), ["table.csv"], COMMAND, bisect=True) is None
     assert f"first commit whose run differs from {first[:12]}'s: {change[:7]} a real change" in capsys.readouterr().out
+
+
+# -- the seed spread ---------------------------------------------------------------------------
+
+#: a run's test error: a draw of its seed's random numbers (``recipes/shared.py`` says how the
+#: draws are made and where they are centred)
+SPREAD_SCRIPT = '''import argparse
+from pathlib import Path
+import numpy as np
+from recipes.shared import centre, stream
+p = argparse.ArgumentParser(); p.add_argument("--seed", type=int); p.add_argument("--results-dir", type=Path)
+a = p.parse_args()
+a.results_dir.mkdir(parents=True, exist_ok=True)
+draw = np.random.default_rng(a.seed + stream).normal()
+(a.results_dir / "runs.csv").write_text(f"seed,test_error\\n{a.seed},{centre + draw}\\n")
+'''
+SPREAD_COMMAND = "python examples/spread.py --seed {seed} --results-dir {out}"
+
+
+@pytest.fixture
+def spread_repo(repo):
+    root, _ = repo
+    write(root, "recipes/shared.py", "centre, stream = 20.0, 0\n")
+    write(root, "examples/spread.py", SPREAD_SCRIPT)
+    return root, commit_all(root, "runs with a seed")
+
+
+@pytest.mark.parametrize("change, within", [
+    ("centre, stream = 20.0, 1000\n", True),  # other draws of the same distribution (a batched sampler)
+    ("centre, stream = 23.0, 0\n", False),  # the same draws, moved by three standard deviations
+])
+def test_a_seed_spread_tells_other_draws_from_a_moved_result(spread_repo, change, within):
+    root, first = spread_repo
+    write(root, "recipes/shared.py", change)
+    later = commit_all(root, "a change")
+    seeds = list(range(10))
+    assert not eq.verify(root, first, SPREAD_COMMAND.replace("{seed}", "0"), later).identical
+    spread = eq.seed_spread(root, first, SPREAD_COMMAND, seeds, "runs.csv:test_error", head=later)
+    rng = lambda offset: [float(np.random.default_rng(s + offset).normal()) for s in seeds]  # noqa: E731
+    centre, stream = (float(v) for v in change.split("=")[1].split(","))
+    assert spread.values["base"] == pytest.approx([20.0 + v for v in rng(0)]) and spread.values["head"] == pytest.approx([centre + v for v in rng(int(stream))])
+    d = spread.difference()
+    assert d["difference"] == pytest.approx(np.mean(spread.values["head"]) - np.mean(spread.values["base"]))
+    assert d["se"] == pytest.approx(np.sqrt(np.var(spread.values["base"], ddof=1) / 10 + np.var(spread.values["head"], ddof=1) / 10))
+    assert spread.within_noise() is within and spread.summary().startswith("within" if within else "BEYOND")
+    assert list(spread.frame().columns) == ["commit", "side", "seed", "test_error"] and len(spread.frame()) == 20
+
+
+@pytest.mark.parametrize("command, metric, message", [
+    ("python examples/spread.py --seed 0 --results-dir {out}", "runs.csv:test_error", "seed"),
+    (SPREAD_COMMAND, "runs.csv", "file:column"),
+    (SPREAD_COMMAND, "table.csv:test_error", "no table.csv"),
+    (SPREAD_COMMAND, "runs.csv:accuracy", "no column 'accuracy'"),
+])
+def test_a_seed_spread_refuses_what_it_cannot_read(spread_repo, command, metric, message):
+    root, first = spread_repo
+    with pytest.raises(ValueError, match=message):
+        eq.seed_spread(root, first, command, [0, 1], metric)
