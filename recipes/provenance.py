@@ -569,10 +569,16 @@ def recording_outputs(argv: Optional[Sequence[str]] = None, root: Optional[PathL
         automatic = [p for p in dict.fromkeys(written) if _inside(p, results_dir(root)) not in _explicit]
         _explicit.clear()
         if automatic:
-            try:
-                record_outputs(automatic, argv=argv, seconds=time.perf_counter() - started, root=root)
-            except Exception as e:  # noqa: BLE001 - the results are written; provenance must not undo a run
-                warnings.warn(f"the results were written, but their rows in {MANIFEST_NAME} were not: {e}; run examples/results_manifest.py to add them")
+            record_outputs_or_warn(automatic, argv=argv, seconds=time.perf_counter() - started, root=root)
+
+
+def record_outputs_or_warn(paths: Iterable[PathLike], **kwargs) -> None:
+    """:func:`record_outputs`, where a failure warns instead: the results are written, and
+    provenance must not undo the run that wrote them."""
+    try:
+        record_outputs(paths, **kwargs)
+    except Exception as e:  # noqa: BLE001
+        warnings.warn(f"the results were written, but their rows in {MANIFEST_NAME} were not: {e}; run examples/results_manifest.py to add them")
 
 
 # -- listing and checking --------------------------------------------------------------------
@@ -793,7 +799,7 @@ def check_manifest(root: Optional[PathLike] = None, rows: Optional[Mapping[str, 
 __all__ = [
     "COLUMNS", "OLD_COLUMNS", "VERIFIED", "MANIFEST_NAME", "SOURCE_COMMIT_VARIABLE", "INFRASTRUCTURE", "repo_root", "results_dir", "manifest_path", "git", "head_commit",
     "changed_paths", "modified", "commit_label", "read_manifest", "parse_manifest", "manifest_text", "write_manifest", "update", "upsert", "recipe_imports",
-    "depends_of", "split_depends", "settings_from_argv", "device_label", "command_line", "now_iso", "record_outputs",
+    "depends_of", "split_depends", "settings_from_argv", "device_label", "command_line", "now_iso", "record_outputs", "record_outputs_or_warn", "declared_threads",
     "tracking_writes", "recording_outputs", "results_files", "History", "history", "Stale", "verified_value", "verified_commit", "staleness", "Report",
     "check_manifest",
 ]

@@ -21,7 +21,6 @@ import argparse
 import os
 import sys
 import time
-import warnings
 from pathlib import Path
 
 
@@ -33,15 +32,11 @@ def record_written(notebook: Path, results: Path, before: dict, seconds: float, 
     """Manifest rows for the files under ``results`` that changed since ``before`` (the command
     ``argv``, default this one); a failure to record warns (the results stand as written)."""
     written = [p for p, stamp in _stamps(results).items() if before.get(p) != stamp]
-    if not written:
-        return
-    from recipes import provenance
+    if written:
+        from recipes import provenance
 
-    try:
-        provenance.record_outputs(written, argv=argv, seconds=seconds, root=root, script=notebook,
-                                  threads=provenance.declared_threads(notebook), device="cpu")
-    except Exception as e:  # noqa: BLE001 - provenance must not undo an execution
-        warnings.warn(f"the notebook's results were written, but their rows in {provenance.MANIFEST_NAME} were not: {e}; run examples/results_manifest.py to add them")
+        provenance.record_outputs_or_warn(written, argv=argv, seconds=seconds, root=root, script=notebook,
+                                          threads=provenance.declared_threads(notebook), device="cpu")
 
 
 def main(argv=None):
