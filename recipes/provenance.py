@@ -728,11 +728,13 @@ def verified_commit(row: Mapping[str, str], hist: History) -> Optional[str]:
 def staleness(rows: Mapping[str, Mapping[str, str]], hist: History) -> Dict[str, Stale]:
     """The stale rows of a manifest: those whose file's last commit, or its ``verified`` commit
     when that descends from it, is older than a commit that changed a file of their
-    ``depends``. A file never committed (being regenerated) is not stale."""
+    ``depends``. A file never committed, or changed since its last commit (being regenerated),
+    is not stale: what its last commit holds is no longer what it says."""
     stale = {}
+    regenerated = changed_paths(hist.root, ["docs/results"]) or set()
     for name, row in rows.items():
         written = hist.last_commit(f"docs/results/{name}")
-        if written is None:
+        if written is None or f"docs/results/{name}" in regenerated:
             continue
         checked = verified_commit(row, hist)
         if checked is not None and written in hist.ancestors(checked):
