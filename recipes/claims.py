@@ -823,7 +823,14 @@ DENG = (
                Part("Fashion-MNIST", _cnn("sghmc-sa", "fashion"), Near(93.01, binomial_tolerance(100 - 93.01), "higher"))),
         tolerance=f"MNIST {binomial_tolerance(0.41)} pts, Fashion-MNIST {binomial_tolerance(6.99)} pts: {_MNIST_TOL}.",
         setting="paper", setting_note="100 epochs (the paper's count is not stated), thinning 500, the paper's batch, learning rate, omega and tau; one seed",
-        reason='No controlled experiment yet. One run per data set: 0.43 pts on MNIST is about three binomial standard errors of one run, 0.78 pts on Fashion-MNIST about three; the paper does not state its epochs and the network is reconstructed (shared/notes/sgmcmc-sa.md). No CPU-sized setting keeps this claim: the accuracies are those of the full data set, and with batch 1000 and thinning 500 the posterior average gains one sample per 8 epochs, so a shorter run averages almost nothing; one 100-epoch run takes about 2.4 h here and about 40 s on an H100. Seed 1 of the MNIST protocol ran on an H100 (the context: short of the paper as seed 0 is); seed 2 and the Fashion-MNIST seeds are legs of examples/gpu_runbook.py of about 4 GPU minutes each (cnn-mnist-seed2, cnn-fashion-seed1, ...).',
+        controlled=("controlled/sghmc_sa_cnn.md",),
+        reason=("The controlled experiment (SGHMC-SA against SGHMC on coupled seeds, 5000 images, 20 epochs) finds the SA working as the equations "
+                "say and ahead on Fashion-MNIST, so the shortfall in absolute accuracy is not the SA's: our SGHMC falls as far short of the paper's "
+                "SGHMC (99.16 against 99.47 % on MNIST). One run per data set: 0.43 pts on MNIST is about three binomial standard errors of one run, "
+                "0.78 pts on Fashion-MNIST about three; the paper does not state its epochs and the network is reconstructed "
+                "(shared/notes/sgmcmc-sa.md). The absolute level needs the full data set and the full schedule (about 2.4 h a run here, 40 s on an "
+                "H100): seed 1 of the MNIST protocol ran on an H100 (the context: short of the paper as seed 0 is); seed 2 and the Fashion-MNIST "
+                "seeds are legs of examples/gpu_runbook.py of about 4 GPU minutes each (cnn-mnist-seed2, cnn-fashion-seed1, ...)."),
         context=(("MNIST, seed 1, 100 epochs on an H100 (GPU runbook leg cnn-mnist-seed1)", _cnn("sghmc-sa", "mnist", "gpu/classify_cnn.csv")),),
     ),
     Claim(
@@ -836,7 +843,14 @@ DENG = (
                Part("MNIST, 15 epochs: SGHMC-SA vs Dropout", _cnn("sghmc-sa", "mnist", "classify_cnn_e15.csv"), Better(_cnn("dropout", "mnist", "classify_cnn_e15.csv"), "higher", "Dropout"))),
         tolerance="An ordering holds when the 95 % intervals over seeds do not overlap; with one seed per method it can at best hold in direction only.",
         setting="paper", setting_note="100 epochs for the SGHMC pair; the comparison with Vanilla and Dropout only at 15 epochs (classify_cnn_e15); one seed",
-        reason="No controlled experiment yet. One run per method: the SGHMC pair ties on MNIST and is 0.29 pts apart on Fashion-MNIST, about one binomial standard error of a single run (0.27 pts), as the paper's own 0.08-0.4 pt gaps are; the comparison with Vanilla and Dropout is at 15 epochs, where the samplers have drawn few thinned samples. Deciding it needs several seeds of each 100-epoch run, about 2.4 h each on this CPU (about 40 s on an H100), so no CPU-sized controlled experiment: seeds 1 and 2 are legs of examples/gpu_runbook.py. MNIST seed 1 ran on an H100, all four methods at 100 epochs (the context); the other seeds are legs of about 4 GPU minutes each.",
+        controlled=("controlled/sghmc_sa_cnn.md",),
+        reason=("Not a bug, and the single-run table cannot decide it. The controlled experiment couples SGHMC and SGHMC-SA on the same seeds "
+                "(5000 images, 20 epochs, 4 seeds): the SA moves FC1's prior (mean rho 0.5 -> 0.76) and SGHMC-SA comes out ahead on "
+                "Fashion-MNIST by about twice the paper's margin, level on MNIST, where 5000 images already leave only 2 % error. Single runs "
+                "spread by 0.11-0.15 pts there, as large as the paper's own gaps, so the full-length runs' tie on MNIST and -0.29 pts on "
+                "Fashion-MNIST (one seed each) say nothing of the order; seeds 1 and 2 of the 100-epoch protocol are legs of "
+                "examples/gpu_runbook.py (MNIST seed 1 ran on an H100, all four methods: the context). The comparison with Vanilla and Dropout "
+                "is at 15 epochs, where the samplers have drawn few thinned samples, and is not part of the controlled experiment."),
         context=tuple((f"MNIST, seed 1, 100 epochs on an H100 (GPU runbook leg cnn-mnist-seed1): {label}", _cnn(method, "mnist", "gpu/classify_cnn.csv"))
                       for method, label in (("sghmc-sa", "SGHMC-SA"), ("sghmc", "SGHMC"), ("dropout", "Dropout"), ("adam", "Vanilla (Adam)"))),
     ),
