@@ -88,6 +88,12 @@ def _git(root: PathLike, *args: str) -> str:
     return done.stdout.strip()
 
 
+def resolve_commit(root: PathLike, commit: str) -> str:
+    """The full hash of ``commit`` (a hash, branch, tag or ``HEAD~n``) in the repository at ``root``;
+    a name that is not a commit is a ``RuntimeError`` that says so."""
+    return _git(root, "rev-parse", f"{commit.strip()}^{{commit}}")
+
+
 @contextmanager
 def worktree(root: PathLike, commit: str) -> Iterator[Path]:
     """A clean checkout of ``commit`` (``git worktree add --detach``) in a temporary folder,
@@ -218,7 +224,7 @@ class ShortRuns:
         self._scratch.cleanup()
 
     def resolve(self, commit: str) -> str:
-        return _git(self.root, "rev-parse", f"{commit.strip()}^{{commit}}")
+        return resolve_commit(self.root, commit)
 
     def output(self, commit: str) -> Path:
         """The folder of ``commit``'s run (a full hash), running it the first time."""
@@ -362,8 +368,7 @@ def seed_spread(root: PathLike, base: str, command: str, seeds: List[int], metri
     seeds = list(seeds)
     if len(seeds) < 2:
         raise ValueError("a seed spread needs at least two seeds")
-    resolve = lambda commit: _git(root, "rev-parse", f"{commit.strip()}^{{commit}}")  # noqa: E731
-    commits = {"base": resolve(base), "head": resolve(head)}
+    commits = {"base": resolve_commit(root, base), "head": resolve_commit(root, head)}
     start = time.perf_counter()
     values = {}
     with tempfile.TemporaryDirectory(prefix="pyrozoo-spread-") as scratch:

@@ -56,6 +56,15 @@ def test_timing_columns_are_told_from_results(name, timing):
     assert eq.is_timing(name) is timing
 
 
+def test_a_commit_name_resolves_to_its_full_hash_and_nothing_else_does(repo):
+    root, first = repo
+    assert eq.resolve_commit(root, "HEAD") == first and eq.resolve_commit(root, f" {first[:7]}\n") == first
+    tree = git(root, "rev-parse", "HEAD^{tree}").strip()
+    for name in ("no-such-branch", tree):  # a name git does not know, and an object that is not a commit
+        with pytest.raises(RuntimeError, match="rev-parse"):
+            eq.resolve_commit(root, name)
+
+
 def test_a_refactor_that_keeps_the_numbers_is_identical(repo):
     root, first = repo
     write(root, "recipes/shared.py", "# the same number, written differently\nvalue = 1 / 10\n")
