@@ -18,7 +18,8 @@ A row says how the file was made and what it depends on (issue 23, item 4):
 ``depends``
     the repository files its numbers depend on, ``;``-separated: the script that wrote it and
     the :mod:`recipes` modules that script imports, followed transitively (and the method
-    modules a registry loads by prefix, :func:`recipes.load_methods`), less
+    modules a registry loads by prefix, :func:`recipes.load_methods`, and the scripts it runs
+    with :func:`runpy.run_path`, :func:`script_loads`), less
     :data:`INFRASTRUCTURE`. The library (``pyrozoo/``) is not listed yet: it changes with
     nearly every commit, and a change there is caught by its own tests;
 ``waiver``
@@ -261,6 +262,61 @@ def _module_file(root: Path, module: str) -> Optional[str]:
 _PREFIX_ARGUMENT = {"load_methods": (0, "prefix"), "MethodRegistry": (1, "module_prefix")}
 
 
+def _static_path(node: ast.expr, here: Path, names: Dict[str, ast.expr], depth: int = 0) -> Optional[Path]:
+    """The path an expression such as ``Path(__file__).resolve().parents[1] / "x.py"`` or
+    ``str(EXAMPLE)`` names in the file ``here`` (absolute), read without running it; ``None``
+    when it is built from anything else. ``names`` are the module's simple assignments."""
+    if depth > 20:  # a name bound to itself, through others
+        return None
+    again = lambda n: _static_path(n, here, names, depth + 1)  # noqa: E731
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return Path(node.value)
+    if isinstance(node, ast.Name):
+        return here if node.id == "__file__" else (again(names[node.id]) if node.id in names else None)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+        left, right = again(node.left), again(node.right)
+        return None if left is None or right is None else left / right
+    if isinstance(node, ast.Attribute) and node.attr == "parent":
+        base = again(node.value)
+        return None if base is None else base.parent
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "parents":
+        base, index = again(node.value.value), node.slice
+        if base is None or not (isinstance(index, ast.Constant) and isinstance(index.value, int)):
+            return None
+        return base.parents[index.value]
+    if isinstance(node, ast.Call):
+        func, args = node.func, node.args
+        if isinstance(func, ast.Name) and func.id in ("Path", "str") and len(args) == 1 and not node.keywords:
+            return again(args[0])
+        if isinstance(func, ast.Attribute) and func.attr in ("resolve", "absolute") and not args:
+            return again(func.value)
+        if isinstance(func, ast.Attribute) and func.attr == "with_name" and len(args) == 1:
+            base, name = again(func.value), again(args[0])
+            return None if base is None or name is None else base.with_name(str(name))
+    return None
+
+
+def script_loads(source: str, root: PathLike, filename: str) -> Tuple[Set[str], List[int]]:
+    """The repository files ``source`` (the file ``filename``, relative to ``root``) runs with
+    :func:`runpy.run_path` (repository-relative paths), and the lines of the calls whose path
+    cannot be read off the code (:func:`_static_path`). A script that loads another this way
+    depends on it as on an import; relative paths are taken from ``root``, where the examples run."""
+    root = Path(root).resolve()
+    tree = ast.parse(source, filename)
+    names = {t.id: node.value for node in tree.body if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)}
+    files, unresolved = set(), []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == "run_path" and node.args):
+            continue
+        path = _static_path(node.args[0], root / filename, names)
+        path = None if path is None else (path if path.is_absolute() else root / path)
+        try:
+            files.add(path.resolve().relative_to(root).as_posix())
+        except (AttributeError, ValueError):  # not read off the code, or outside the repository
+            unresolved.append(node.lineno)
+    return files, unresolved
+
+
 def recipe_imports(source: str, root: PathLike, filename: str = "<source>", package: Optional[str] = None) -> Tuple[Set[str], Set[str]]:
     """The :mod:`recipes` files ``source`` imports (repository-relative paths) and the prefixes
     of method modules it names (``load_methods("uci_")``, ``MethodRegistry("UCI", "uci_")``: the
@@ -301,6 +357,8 @@ def recipe_imports(source: str, root: PathLike, filename: str = "<source>", pack
                 found = _module_file(root, name.rsplit(".", 1)[0])
             if found:
                 files.add(found)
+    if filename != "<source>":
+        files |= script_loads(source, root, filename)[0]
     return files, prefixes
 
 

@@ -107,6 +107,41 @@ def test_depends_of_a_notebook_reads_its_code_cells(repo):
     assert prov.depends_of("notebooks/nb.ipynb", repo) == ["notebooks/nb.ipynb"] + EX_DEPENDS[1:]
 
 
+#: scripts that load others with runpy.run_path, each path built as the examples build theirs
+LOADERS = {
+    "examples/sub/loads_sibling.py": "import runpy\nfrom pathlib import Path\nrunpy.run_path(str(Path(__file__).with_name('sibling.py')))\n",
+    "examples/sub/sibling.py": "from recipes.shared import value\n",
+    "examples/loads_by_name.py": ("import runpy\nfrom pathlib import Path\nOTHER = Path(__file__).resolve().parents[1] / 'examples' / 'ex.py'\n"
+                                 "def f():\n    return runpy.run_path(str(OTHER))\n"),
+    "examples/loads_unknown.py": "import runpy, sys\nrunpy.run_path(sys.argv[1])\nrunpy.run_path('/elsewhere/x.py')\n",
+}
+
+
+@pytest.mark.parametrize("script, loads", [("examples/sub/loads_sibling.py", ["examples/sub/sibling.py", "recipes/shared.py"]),
+                                           ("examples/loads_by_name.py", EX_DEPENDS)])
+def test_a_script_run_by_run_path_is_a_dependency_like_an_import(repo, script, loads):
+    for name, text in LOADERS.items():
+        write(repo, name, text)
+    assert prov.depends_of(script, repo) == [script] + sorted(loads)
+
+
+def test_a_run_path_the_code_does_not_name_is_reported_by_line(repo):
+    write(repo, "examples/loads_unknown.py", LOADERS["examples/loads_unknown.py"])
+    assert prov.script_loads(LOADERS["examples/loads_unknown.py"], repo, "examples/loads_unknown.py") == (set(), [2, 3])
+
+
+def test_every_script_loaded_by_run_path_in_the_repository_is_named_in_its_code():
+    """Else a result would not go stale when the script it runs changes; the runbook alone runs
+    scripts chosen at run time (its legs), and writes no result of its own."""
+    unresolved = {}
+    for path in sorted([*ROOT.glob("examples/**/*.py"), *ROOT.glob("notebooks/*.ipynb")]):
+        rel = path.relative_to(ROOT).as_posix()
+        lines = prov.script_loads(prov._code_of(path), ROOT, rel)[1]
+        if lines:
+            unresolved[rel] = lines
+    assert list(unresolved) == ["examples/gpu_runbook.py"], unresolved
+
+
 def test_results_files_are_the_unignored_ones_without_hidden_files_or_the_manifest(repo):
     write(repo, "docs/results/new.md", "x\n")  # not committed yet: still a result to list
     write(repo, "docs/results/sub/run.partial", "x\n")  # ignored by the nested .gitignore
