@@ -11,10 +11,12 @@ from tests.examples.runner import EXAMPLES, run_example
 SCRIPT = EXAMPLES / "controlled" / "rdp_thresholds.py"
 
 
-def _statistics(tmp_path, upper):
-    """Two clusters per grouping: ``upper[g]`` units at 8, 9, ... and the rest at -5 (threshold 0)."""
+def _statistics(tmp_path, upper, thresholds=None):
+    """Two clusters per grouping: ``upper[g]`` units at 8, 9, ... and the rest at -5, cut at
+    ``thresholds[g]`` (0 for every grouping unless given)."""
+    thresholds = thresholds or {}
     sizes = {"conv2.weight.column": 20, "conv2.weight.row": 50, "fc1.weight.column": 800, "fc2.weight.column": 500}
-    groupings = {g: {"values": [8.0 + 0.01 * i for i in range(upper[g])] + [-5.0] * (n - upper[g]), "threshold": 0.0, "kept": upper[g]} for g, n in sizes.items()}
+    groupings = {g: {"values": [8.0 + 0.01 * i for i in range(upper[g])] + [-5.0] * (n - upper[g]), "threshold": thresholds.get(g, 0.0), "kept": upper[g]} for g, n in sizes.items()}
     path = tmp_path / "stats.json"
     path.write_text(json.dumps({"statistic": "test", "test_error": 1.0, "pruned_architecture": "x", "groupings": groupings}))
     return path
@@ -31,6 +33,16 @@ def test_the_verdict_and_the_gap_architecture_follow_the_statistics(tmp_path, mo
     assert table.gap_low.eq(-5.0).all() and (table.gap_high >= 8.0).all()
     text = (tmp_path / "rdp_thresholds.md").read_text()
     assert f"Verdict: {head}" in text and f"gives {arch}" in text and "Provenance:" in text
+    assert f"ours at one threshold of 0 nats {arch}" in text
+
+
+def test_a_run_cut_at_each_layers_own_threshold_is_described_by_them(tmp_path, monkeypatch):
+    upper = {"conv2.weight.column": 13, "conv2.weight.row": 19, "fc1.weight.column": 167, "fc2.weight.column": 47}
+    thresholds = {"conv2.weight.column": 1.5, "conv2.weight.row": 1.5, "fc1.weight.column": -2.0, "fc2.weight.column": 3.0}
+    run_example(SCRIPT, "--statistics", _statistics(tmp_path, upper, thresholds), "--results-dir", tmp_path, monkeypatch=monkeypatch)
+    text = (tmp_path / "rdp_thresholds.md").read_text()
+    assert ("ours at the run's thresholds (conv1 filters +1.50, conv2 filters +1.50, fc1 inputs -2.00, fc1 units +3.00 nats) 13-19-167-47"
+            in text)
 
 
 def test_a_threshold_for_the_papers_count_lies_between_its_last_kept_and_first_cut_unit(tmp_path, monkeypatch):
