@@ -118,7 +118,9 @@ _UCI_LARGE = "kin8nm,naval-propulsion-plant,power-plant,protein-tertiary-structu
 #: Oh et al.'s UCI protocol: 400 epochs, minibatches of 5, lr 1e-3 (uci_rdp_comparison.md's notes)
 _RDP_UCI = ["--method", "rdp", "--splits", "all", "--epochs", "400", "--batch-size", "5", "--lr", "0.001", "--resume"]
 _CNN = ["--method", "adam,dropout,sghmc,sghmc-sa", "--epochs", "100", "--fgsm", "--fgsm-protocol", "posterior,authors", "--run-dir", "{runs}/classify_cnn"]
-_LENET_RUNS = ("sparse-vd_lenet300", "sparse-vd_lenet5", "bc-gnj_lenet300", "bc-gnj_lenet5", "bc-ghs_lenet5", "rdp_lenet5")
+#: the LeNet runs by stem (less compress_lenet_): the LeNet-5 ones, 200 epochs each, named as the
+#: CPU runs the claims ledger reads (compress_lenet_<method>_lenet5_e200)
+_LENET_RUNS = ("sparse-vd_lenet300", "sparse-vd_lenet5_e200", "bc-gnj_lenet300", "bc-gnj_lenet5_e200", "bc-ghs_lenet5_e200", "rdp_lenet5_e200")
 
 LEGS: List[Leg] = [
     # 15 min, not 5: on an H100 (gpu_checks.sh at 51de7e4) no split ended within 30 s, as on the CPU (34-51 s a split)
@@ -141,18 +143,19 @@ LEGS: List[Leg] = [
     Leg("local-reparam-variance", "examples/local_reparam_variance.py", ("--checkpoint", "{runs}/local_reparam_variance/lrv.ckpt"), 20,
         "local_reparam_variance: Kingma et al.'s 3 x 1000 network at epochs 10 and 100 (the CPU table: 500-500)"),
     _lenet("sparse-vd", "lenet300", 25, "compress_lenet_sparse-vd_lenet300: Molchanov et al.'s 200-epoch recipe"),
-    _lenet("sparse-vd", "lenet5", 40, "compress_lenet_sparse-vd_lenet5(_e200): 200 epochs"),
+    _lenet("sparse-vd", "lenet5", 40, "compress_lenet_sparse-vd_lenet5_e200: 200 epochs", stem="compress_lenet_sparse-vd_lenet5_e200"),
     _lenet("bc-gnj", "lenet300", 25, "compress_lenet_bc-gnj_lenet300: 200 epochs (the CPU table: 50)"),
-    _lenet("bc-gnj", "lenet5", 40, "compress_lenet_bc-gnj_lenet5_e200: 200 epochs"),
-    _lenet("bc-ghs", "lenet5", 40, "compress_lenet_bc-ghs_lenet5(_e200): 200 epochs"),
-    _lenet("rdp", "lenet5", 40, "compress_lenet_rdp_lenet5(_e24, _e200): Oh et al.'s recipe (200 epochs, lr 1e-3, warm-up over half, initial sd 1e-4) and the pruning statistics",
-           extra={**_RDP_PAPER, "statistics_out": "{results}/rdp_lenet5_pruning_statistics.json"}, more=_RDP_FULL),
+    _lenet("bc-gnj", "lenet5", 40, "compress_lenet_bc-gnj_lenet5_e200: 200 epochs", stem="compress_lenet_bc-gnj_lenet5_e200"),
+    _lenet("bc-ghs", "lenet5", 40, "compress_lenet_bc-ghs_lenet5_e200: 200 epochs", stem="compress_lenet_bc-ghs_lenet5_e200"),
+    _lenet("rdp", "lenet5", 40, "compress_lenet_rdp_lenet5_e200: Oh et al.'s recipe (200 epochs, lr 1e-3, warm-up over half, initial sd 1e-4) and the pruning statistics",
+           extra={**_RDP_PAPER, "statistics_out": "{results}/rdp_lenet5_e200_pruning_statistics.json"}, stem="compress_lenet_rdp_lenet5_e200", more=_RDP_FULL),
     _lenet("rdp", "lenet5", 3, "compress_lenet_rdp_lenet5_threshold0: the same trained network (its checkpoint) pruned at threshold 0",
            extra={**_RDP_PAPER, "thresholds": 0, "statistics_out": "{results}/rdp_lenet5_threshold0_pruning_statistics.json"},
            stem="compress_lenet_rdp_lenet5_threshold0", more=_RDP_FULL),
-    Leg("rdp-histogram", "examples/rdp_pruning_histogram.py", ("--statistics", "{results}/rdp_lenet5_pruning_statistics.json"), 1,
-        "rdp_lenet5_pruning_histogram: Oh et al.'s Fig. 7 from the 200-epoch run", needs=("lenet-rdp-lenet5",),
-        inputs=("{results}/rdp_lenet5_pruning_statistics.json",)),
+    Leg("rdp-histogram", "examples/rdp_pruning_histogram.py",
+        ("--statistics", "{results}/rdp_lenet5_e200_pruning_statistics.json", "--stem", "rdp_lenet5_e200_pruning_histogram"), 1,
+        "rdp_lenet5_e200_pruning_histogram: Oh et al.'s Fig. 7 from the 200-epoch run", needs=("lenet-rdp-lenet5-e200",),
+        inputs=("{results}/rdp_lenet5_e200_pruning_statistics.json",)),
     Leg("rdp-histogram-threshold0", "examples/rdp_pruning_histogram.py",
         ("--statistics", "{results}/rdp_lenet5_threshold0_pruning_statistics.json", "--stem", "rdp_lenet5_threshold0_pruning_histogram"), 1,
         "rdp_lenet5_threshold0_pruning_histogram", needs=("lenet-rdp-lenet5-threshold0",), inputs=("{results}/rdp_lenet5_threshold0_pruning_statistics.json",)),
