@@ -46,6 +46,7 @@ import pandas as pd
 
 from pyrozoo import atomic
 from recipes.cli import DEFAULT_RESULTS_DIR
+from recipes.intervals import t_quantile_975
 
 #: the five source works, in the ledger's order: key -> how the ledger names it
 WORKS = {
@@ -78,25 +79,6 @@ def default_results_dir() -> Path:
 
 
 # -- numbers and intervals ----------------------------------------------------------------------
-
-#: two-sided 95 % quantiles of Student's t, t_{0.975, df}, df = 1..30
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
-_Z975 = 1.959964
-
-
-def t_quantile_975(df: Optional[int]) -> float:
-    """t_{0.975, df}: the table for df <= 30, beyond it the Cornish-Fisher expansion in 1/df
-    (error below 1e-4); ``None`` (a very large or unknown df) gives the normal 1.96."""
-    if df is None:
-        return _Z975
-    if df < 1:
-        raise ValueError(f"a t-interval needs at least 1 degree of freedom, got {df}")
-    if df <= len(_T975):
-        return _T975[df - 1]
-    z = _Z975
-    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
-
 
 def binomial_tolerance(percent: float, n: int = TEST_IMAGES) -> float:
     """Two binomial standard errors, in percentage points, of a rate of ``percent`` % measured

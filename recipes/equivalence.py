@@ -303,7 +303,7 @@ class SeedSpread:
     def difference(self) -> Dict[str, float]:
         """head minus base: the difference of the means, its standard error (Welch), the
         Welch-Satterthwaite degrees of freedom and the 95 % t-interval."""
-        from recipes.claims import t_quantile_975
+        from recipes.intervals import t_quantile_975
 
         a, b = np.asarray(self.values["base"], float), np.asarray(self.values["head"], float)
         if min(len(a), len(b)) < 2:

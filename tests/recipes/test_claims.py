@@ -21,7 +21,8 @@ import pytest
 
 from recipes import claims as C
 from recipes.claims import (FAIL, PASS, WEAK, Agrees, Better, Claim, Close, Column, Computed, LedgerError, Measurement, Near, Part,
-                            SingleDataSet, Threshold, aggregate, binomial_tolerance, measurement_of, t_quantile_975)
+                            SingleDataSet, Threshold, aggregate, binomial_tolerance, measurement_of)
+from recipes.intervals import t_quantile_975
 from tests.examples.runner import run_example
 
 RESULTS = C.default_results_dir()
@@ -364,11 +365,6 @@ def test_a_single_data_set_needs_a_spread():
 ])
 def test_aggregate(statuses, setting, expected):
     assert aggregate(statuses, setting) == expected
-
-
-@pytest.mark.parametrize("df, expected", [(1, 12.706), (4, 2.776), (20, 2.086), (30, 2.042), (40, 2.021), (60, 2.000), (120, 1.980), (1000, 1.962), (None, 1.960)])
-def test_t_quantiles(df, expected):
-    assert t_quantile_975(df) == pytest.approx(expected, abs=6e-4)
 
 
 def test_binomial_tolerance():
