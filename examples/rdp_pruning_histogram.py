@@ -9,7 +9,7 @@ The statistics come from a JSON written by the ``rdp`` compression method
 figure belongs to that run; without ``--statistics`` this script trains one itself (``--epochs``,
 ``--arch``; ``--quick`` for a smoke run on a subset).
 
-    python examples/rdp_pruning_histogram.py --statistics docs/results/rdp_lenet5_pruning_statistics.json
+    python examples/rdp_pruning_histogram.py --statistics docs/results/rdp_lenet5_e200_pruning_statistics.json --stem rdp_lenet5_e200_pruning_histogram
     python examples/rdp_pruning_histogram.py --quick --results-dir /tmp/out
     python examples/rdp_pruning_histogram.py --data digits.npz --arch lenet300 --epochs 50
 
