@@ -385,23 +385,25 @@ def published_ratio(estimator: str, cell: str) -> Computed:
 
 
 def radius_gap(file: str, grouping: str) -> Computed:
-    """How clearly RDP's pruning statistic (log mode of each unit's radius posterior) separates
-    kept from pruned units of ``grouping``: the gap, in nats, between the lowest kept value and
-    the highest pruned one (the threshold standing in for an empty side)."""
+    """How clearly RDP's pruning statistic (log mode of each unit's radius posterior) falls into
+    two clusters in ``grouping``: the widest gap, in nats, between consecutive values (Fig. 7's
+    separation), wherever the run's own threshold lies; one value has no gap (0)."""
 
     def fn(results_dir):
         stats = _read_json(results_dir / file)
         try:
             group = stats["groupings"][grouping]
-            values, threshold = np.asarray(group["values"], dtype=float), float(group["threshold"])
+            values, threshold = np.sort(np.asarray(group["values"], dtype=float)), float(group["threshold"])
         except (KeyError, TypeError) as e:
             raise LedgerError(f"{file} has no grouping {grouping!r} with values and a threshold ({e!r})") from None
-        kept, pruned = values[values > threshold], values[values <= threshold]
-        low = kept.min() if kept.size else threshold
-        high = pruned.max() if pruned.size else threshold
-        return Measurement(mean=float(low - high), unit="nats", note=f"{kept.size} of {values.size} kept")
+        gaps = np.diff(values)
+        if not gaps.size:
+            return Measurement(mean=0.0, unit="nats", note=f"one unit; {int((values > threshold).sum())} kept")
+        i = int(np.argmax(gaps))
+        return Measurement(mean=float(gaps[i]), unit="nats",
+                           note=f"{values.size - i - 1} of {values.size} above it; the run kept {int((values > threshold).sum())}")
 
-    return Computed(f"gap of the radius statistic around the threshold of {grouping} in {file}", (file,), fn)
+    return Computed(f"widest gap of the radius statistic of {grouping} in {file}", (file,), fn)
 
 
 # -- rules ------------------------------------------------------------------------------------
@@ -891,7 +893,7 @@ OH = (
                Part("parameters", _compress("rdp", "lenet5", "_e200", "params_kept", unit="weights"), Near(20_000, 1.5, "lower", relative=True))),
         tolerance=(f"Error {binomial_tolerance(1.0)} pts ({_MNIST_TOL}). FLOPs and parameters within {_RDP_SCALE} of the paper's: its counting convention is not stated, "
                    "and under ours its own 4-7-110-66 counts 110K-290K multiply-accumulates depending on what conv2 keeps (vmf-rdp notes)."),
-        setting="paper", setting_note="200 epochs (the paper's), Adam 3e-3 (theirs 1e-3), short KL warm-up, one threshold of 0 nats on every layer's radius statistic; one seed",
+        setting="paper", setting_note="the authors' recipe (200 epochs, Adam 1e-3, KL warm-up over the first half, posteriors starting at sd 1e-4), every layer cut at the widest gap of its radius statistic; one seed",
         controlled=("controlled/rdp_thresholds.md",),
     ),
     Claim(
@@ -904,7 +906,10 @@ OH = (
         tolerance="Orderings under one counting convention (ours, the same for the three methods); one seed each, so at best in direction only.",
         setting="paper", setting_note="200 epochs for each method; one seed",
         controlled=("controlled/rdp_thresholds.md",),
-        reason=("Next: the training side, which the threshold does not explain: the paper's Adam 1e-3 (ours 3e-3) and its KL warm-up over several seeds of the 200-epoch run (a leg of examples/gpu_runbook.py); BC-GNJ and BC-GHS are one seed each too."),
+        reason=("The authors' recipe (Adam 1e-3, KL warm-up over half the epochs, posteriors starting at sd 1e-4) prunes far less here than our shortened one did "
+                "(lr 3e-3, sd 1e-2: 14-19-178-49 at 636K FLOPs): after 200 epochs most radius statistics sit in one cluster, so no threshold read off the "
+                "histograms reaches the paper's counts (controlled/rdp_thresholds.md). Next: several seeds of the 200-epoch run (a leg of "
+                "examples/gpu_runbook.py); BC-GNJ and BC-GHS are one seed each too."),
     ),
     Claim(
         "oh-fig7-clusters", "oh", "Oh et al. 2020, Fig. 7 and Sec. 5.2",

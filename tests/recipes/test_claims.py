@@ -17,6 +17,8 @@ import runpy
 
 import numpy as np
 import pandas as pd
+import json
+
 import pytest
 
 from recipes import claims as C
@@ -393,3 +395,18 @@ def test_a_claims_controlled_experiment_is_quoted_from_its_verdict_line(tmp_path
     (tmp_path / "controlled" / "x.md").write_text("# x\n\nno verdict here\n")
     with pytest.raises(LedgerError, match="no 'Verdict:' line"):
         C.diagnosis(claim, tmp_path)
+
+
+@pytest.mark.parametrize("threshold", [0.0, float("-inf"), 100.0])
+def test_radius_gap_is_the_widest_gap_of_the_statistic_wherever_the_threshold_lies(tmp_path, threshold):
+    """Two clusters (-5, -4.5 and 3, 3.5, 4) are 7.5 nats apart whatever the run cut at; a run
+    that kept every unit (threshold -inf) does not make the separation infinite."""
+    values = [3.0, -5.0, 4.0, -4.5, 3.5]
+    (tmp_path / "s.json").write_text(json.dumps({"groupings": {"g": {"values": values, "threshold": threshold}}}))
+    m = C.radius_gap("s.json", "g").read(tmp_path)
+    assert m.mean == pytest.approx(7.5) and m.note.startswith("3 of 5 above it")
+
+
+def test_radius_gap_of_one_unit_is_zero(tmp_path):
+    (tmp_path / "s.json").write_text(json.dumps({"groupings": {"g": {"values": [1.0], "threshold": 0.0}}}))
+    assert C.radius_gap("s.json", "g").read(tmp_path).mean == 0.0
