@@ -301,18 +301,21 @@ def script_loads(source: str, root: PathLike, filename: str) -> Tuple[Set[str], 
     :func:`runpy.run_path` (repository-relative paths), and the lines of the calls whose path
     cannot be read off the code (:func:`_static_path`). A script that loads another this way
     depends on it as on an import; relative paths are taken from ``root``, where the examples run."""
-    root = Path(root).resolve()
-    tree = ast.parse(source, filename)
+    return _loads_in(ast.parse(source, filename), Path(root), filename)
+
+
+def _loads_in(tree: ast.Module, root: Path, filename: str) -> Tuple[Set[str], List[int]]:
+    root = root.resolve()
     names = {t.id: node.value for node in tree.body if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)}
     files, unresolved = set(), []
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == "run_path" and node.args):
             continue
         path = _static_path(node.args[0], root / filename, names)
-        path = None if path is None else (path if path.is_absolute() else root / path)
-        try:
-            files.add(path.resolve().relative_to(root).as_posix())
-        except (AttributeError, ValueError):  # not read off the code, or outside the repository
+        path = None if path is None else (root / path).resolve()  # an absolute path stays as it is
+        if path is not None and path.is_relative_to(root):
+            files.add(path.relative_to(root).as_posix())
+        else:  # not read off the code, or outside the repository
             unresolved.append(node.lineno)
     return files, unresolved
 
@@ -358,7 +361,7 @@ def recipe_imports(source: str, root: PathLike, filename: str = "<source>", pack
             if found:
                 files.add(found)
     if filename != "<source>":
-        files |= script_loads(source, root, filename)[0]
+        files |= _loads_in(tree, root, filename)[0]
     return files, prefixes
 
 
