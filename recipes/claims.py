@@ -45,6 +45,7 @@ import numpy as np
 import pandas as pd
 
 from pyrozoo import atomic
+from pyrozoo.compression.radial_directional import widest_gap
 from recipes.cli import DEFAULT_RESULTS_DIR
 from recipes.intervals import t_quantile_975
 
@@ -393,15 +394,15 @@ def radius_gap(file: str, grouping: str) -> Computed:
         stats = _read_json(results_dir / file)
         try:
             group = stats["groupings"][grouping]
-            values, threshold = np.sort(np.asarray(group["values"], dtype=float)), float(group["threshold"])
+            values, threshold = np.asarray(group["values"], dtype=float), float(group["threshold"])
         except (KeyError, TypeError) as e:
             raise LedgerError(f"{file} has no grouping {grouping!r} with values and a threshold ({e!r})") from None
-        gaps = np.diff(values)
-        if not gaps.size:
-            return Measurement(mean=0.0, unit="nats", note=f"one unit; {int((values > threshold).sum())} kept")
-        i = int(np.argmax(gaps))
-        return Measurement(mean=float(gaps[i]), unit="nats",
-                           note=f"{values.size - i - 1} of {values.size} above it; the run kept {int((values > threshold).sum())}")
+        gap = widest_gap(values)
+        if gap is None:
+            return Measurement(mean=0.0, unit="nats", note=f"{values.size} unit(s), no gap; {int((values > threshold).sum())} kept")
+        low, high = gap
+        return Measurement(mean=high - low, unit="nats",
+                           note=f"{int((values >= high).sum())} of {values.size} above it; the run kept {int((values > threshold).sum())}")
 
     return Computed(f"widest gap of the radius statistic of {grouping} in {file}", (file,), fn)
 

@@ -24,8 +24,9 @@ the Gaussian sites; :func:`pyrozoo.compression.remove_pruned_units` then removes
 units.
 """
 
-from typing import Dict, Sequence, Tuple, Union
+from typing import Dict, Optional, Sequence, Tuple, Union
 
+import numpy as np
 import torch
 
 from pyrozoo.compression.group_pruning import resolve_thresholds
@@ -34,18 +35,30 @@ from pyrozoo.models.radial_directional import RadialDirectionalPrior, RadialGrou
 
 Thresholds = Union[float, Sequence[float], Dict[str, float], str]
 
-__all__ = ["radius_log_modes", "pruning_statistics", "pruning_masks", "posterior_mean_weights", "group_key", "gap_threshold"]
+__all__ = ["radius_log_modes", "pruning_statistics", "pruning_masks", "posterior_mean_weights", "group_key", "widest_gap", "gap_threshold"]
+
+
+def widest_gap(values) -> Optional[Tuple[float, float]]:
+    """``(low, high)``: the two consecutive sorted ``values`` (a tensor, array or sequence) with
+    the widest gap between them, or ``None`` for fewer than two values. In a trained layer's
+    pruning statistic this gap separates the units the posterior switched off from the ones it
+    keeps (Oh et al. 2020, Fig. 7)."""
+    # np.array copies: a reversed numpy view has negative strides, which torch cannot wrap
+    v = values.detach() if isinstance(values, torch.Tensor) else torch.from_numpy(np.array(values, dtype=np.float64))
+    v = v.flatten().double().sort().values
+    if v.numel() < 2:
+        return None
+    i = int((v[1:] - v[:-1]).argmax())
+    return float(v[i]), float(v[i + 1])
 
 
 def gap_threshold(values: torch.Tensor, min_gap: float = 2.0) -> float:
     """The midpoint of the widest gap between consecutive sorted ``values`` if it is at least
     ``min_gap`` wide, else ``-inf`` (nothing is pruned)."""
-    v = values.detach().flatten().double().sort().values
-    if v.numel() < 2:
+    gap = widest_gap(values)
+    if gap is None or gap[1] - gap[0] < min_gap:
         return -float("inf")
-    gaps = v[1:] - v[:-1]
-    i = int(gaps.argmax())
-    return float(0.5 * (v[i] + v[i + 1])) if float(gaps[i]) >= min_gap else -float("inf")
+    return 0.5 * (gap[0] + gap[1])
 
 
 def resolve_radial_thresholds(keys: Sequence[str], thresholds: Thresholds, stats: Dict[str, torch.Tensor], min_gap: float = 2.0) -> Dict[str, float]:

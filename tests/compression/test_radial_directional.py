@@ -12,6 +12,7 @@ from pyrozoo.compression.radial_directional import (
     pruning_masks,
     pruning_statistics,
     radius_log_modes,
+    widest_gap,
 )
 from pyrozoo.guides import RadialDirectionalGuide
 from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical, RadialDirectionalPrior
@@ -50,6 +51,21 @@ def test_log_mode_of_the_radius_is_the_mode_of_its_density():
         r = stats.lognorm(s=float(0.5 * (s_a[i] ** 2 + s_b[i] ** 2).sqrt()), scale=float((0.5 * (mu_a[i] + mu_b[i])).exp()))
         grid = np.exp(np.linspace(float(log_mode[i]) - 2, float(log_mode[i]) + 2, 400_001))
         assert np.log(grid[np.argmax(r.pdf(grid))]) == pytest.approx(float(log_mode[i]), abs=1e-4)
+
+
+@pytest.mark.parametrize("values", [
+    torch.tensor([0.9, -12.5, -1.0, -14.0, 0.2]),  # unsorted tensor
+    np.array([0.9, -12.5, -1.0, -14.0, 0.2]),
+    np.sort([0.9, -12.5, -1.0, -14.0, 0.2])[::-1],  # a view with a negative stride
+    [0.9, -12.5, -1.0, -14.0, 0.2],
+])
+def test_widest_gap_is_read_off_any_sequence_in_any_order(values):
+    assert widest_gap(values) == (-12.5, -1.0)
+
+
+@pytest.mark.parametrize("values", [[], [0.3], torch.tensor([[2.0]])])
+def test_fewer_than_two_values_have_no_gap(values):
+    assert widest_gap(values) is None
 
 
 def test_gap_threshold():

@@ -23,7 +23,9 @@ def _statistics(tmp_path, upper, thresholds=None):
 
 
 @pytest.mark.parametrize("upper, head, arch", [
-    ({"conv2.weight.column": 13, "conv2.weight.row": 19, "fc1.weight.column": 167, "fc2.weight.column": 47}, "THE THRESHOLD EXPLAINS LITTLE", "13-19-167-47"),
+    ({"conv2.weight.column": 13, "conv2.weight.row": 19, "fc1.weight.column": 167, "fc2.weight.column": 47},
+     "THE THRESHOLD CANNOT REACH THE PAPER'S COUNTS: read off the histograms, a cut at each layer's largest gap gives the run's own architecture",
+     "13-19-167-47"),
     ({"conv2.weight.column": 4, "conv2.weight.row": 7, "fc1.weight.column": 110, "fc2.weight.column": 66}, "NO DIFFERENCE", "4-7-110-66"),
 ])
 def test_the_verdict_and_the_gap_architecture_follow_the_statistics(tmp_path, monkeypatch, upper, head, arch):
@@ -43,6 +45,17 @@ def test_a_run_cut_at_each_layers_own_threshold_is_described_by_them(tmp_path, m
     text = (tmp_path / "rdp_thresholds.md").read_text()
     assert ("ours at the run's thresholds (conv1 filters +1.50, conv2 filters +1.50, fc1 inputs -2.00, fc1 units +3.00 nats) 13-19-167-47"
             in text)
+
+
+def test_a_run_that_kept_every_unit_of_some_layers_is_told_what_the_gaps_would_cut(tmp_path, monkeypatch):
+    """conv1 and fc1's units kept whole (threshold -inf): 20-19-167-500 as run, 13-19-167-80 at the gaps."""
+    upper = {"conv2.weight.column": 13, "conv2.weight.row": 19, "fc1.weight.column": 167, "fc2.weight.column": 80}
+    thresholds = {"conv2.weight.column": float("-inf"), "fc2.weight.column": float("-inf")}
+    run_example(SCRIPT, "--statistics", _statistics(tmp_path, upper, thresholds), "--results-dir", tmp_path, monkeypatch=monkeypatch)
+    text = (tmp_path / "rdp_thresholds.md").read_text()
+    assert ("a cut at each layer's largest gap keeps 427 fewer of the run's 706 units (gaps 13 to 13 nats wide); "
+            "where the paper keeps fewer units, its counts lie inside the cluster above the gap") in text
+    assert "gives 13-19-167-80, against ours at the run's thresholds" in text and "nats) 20-19-167-500" in text
 
 
 def test_a_threshold_for_the_papers_count_lies_between_its_last_kept_and_first_cut_unit(tmp_path, monkeypatch):
