@@ -57,6 +57,7 @@ from pyrozoo import atomic
 from pyrozoo.reporting import save_figure, save_table, to_markdown
 from recipes import read_runs
 from recipes.cli import add_common_arguments, device_from_args, fraction, name_list, parse_seeds, positive_float, positive_float_list, positive_int, run_main, select_methods
+from recipes.intervals import mean_se
 from recipes.sparse_regression import (
     COLUMNS,
     DEFAULT_BURN_IN,
@@ -103,10 +104,10 @@ def summary_table(results: pd.DataFrame, paths: Optional[pd.DataFrame] = None, n
             recorded = group.merge(ends, on=RUN_KEY)
             if len(recorded) == len(group):  # a figure over only some of the seeds would mislead
                 spike_only, slab = int(recorded.spike_only.sum()), recorded.slab.mean()
+        (mae, mae_se, _), (mse, mse_se, _) = mean_se(group.mae), mean_se(group.mse)
         rows.append({
             "method": method, "v0": v0, "sigma": sigma, "seeds": len(group),
-            "mae": group.mae.mean(), "mae_se": group.mae.std(ddof=1) / math.sqrt(len(group)) if len(group) > 1 else math.nan,
-            "mse": group.mse.mean(), "mse_se": group.mse.std(ddof=1) / math.sqrt(len(group)) if len(group) > 1 else math.nan,
+            "mae": mae, "mae_se": mae_se, "mse": mse, "mse_se": mse_se,
             "spike_only_runs": spike_only, "slab_weights": slab,
             "published_mae": published[0], "published_mse": published[1],
         })

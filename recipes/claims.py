@@ -47,7 +47,7 @@ import pandas as pd
 from pyrozoo import atomic
 from pyrozoo.compression.radial_directional import widest_gap
 from recipes.cli import DEFAULT_RESULTS_DIR
-from recipes.intervals import t_quantile_975
+from recipes.intervals import mean_se, t_quantile_975
 
 #: the five source works, in the ledger's order: key -> how the ledger names it
 WORKS = {
@@ -156,9 +156,8 @@ def measurement_of(values: Sequence[float], **kwargs) -> Measurement:
     values = tuple(float(v) for v in values)
     if not values:
         raise LedgerError("no values to summarise")
-    n = len(values)
-    se = float(np.std(values, ddof=1) / math.sqrt(n)) if n > 1 else math.nan
-    return Measurement(mean=float(np.mean(values)), se=se, n=n, values=values, **kwargs)
+    mean, se, n = mean_se(values)
+    return Measurement(mean=mean, se=se, n=n, values=values, **kwargs)
 
 
 # -- readers ----------------------------------------------------------------------------------

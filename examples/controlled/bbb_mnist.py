@@ -72,6 +72,7 @@ from pyrozoo.reporting import save_table, to_markdown
 from pyrozoo.utils import set_seed
 from recipes.bayes_by_backprop import INIT_SCALE, pruning, scores, settings, train
 from recipes.cli import DEFAULT_RESULTS_DIR, add_common_arguments, name_list, positive_int, run_main
+from recipes.intervals import mean_se
 from recipes.provenance import provenance_line
 
 STEM = "bbb_mnist"
@@ -297,8 +298,7 @@ def summarize(runs: pd.DataFrame) -> pd.DataFrame:
             values = group[col].astype(float).dropna()
             if len(values) == 0:
                 continue
-            row[col] = values.mean()
-            row[f"{col}_se"] = values.std(ddof=1) / math.sqrt(len(values)) if len(values) > 1 else float("nan")
+            row[col], row[f"{col}_se"], _ = mean_se(values)
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -69,6 +69,7 @@ from recipes.cli import DEFAULT_RESULTS_DIR, add_common_arguments, name_list, po
 from recipes.cnn import METHODS as RECIPE_METHODS
 from recipes.cnn import load
 from recipes.cnn import run as run_method
+from recipes.intervals import mean_se
 from recipes.provenance import provenance_line
 
 STEM = "fgsm_scale"
@@ -175,9 +176,7 @@ def summarize(runs: pd.DataFrame) -> pd.DataFrame:
     for key, group in runs.groupby(keys, sort=False):
         row = dict(zip(keys, key), pixel_epsilon=group.pixel_epsilon.iloc[0], seeds=len(group))
         for col in ("accuracy", "clean_accuracy"):
-            values = group[col].astype(float)
-            row[col] = values.mean()
-            row[f"{col}_se"] = values.std(ddof=1) / math.sqrt(len(values)) if len(values) > 1 else float("nan")
+            row[col], row[f"{col}_se"], _ = mean_se(group[col])
         if group.same_images.notna().any():
             row["same_images"], row["same_pixels"] = group.same_images.min(), group.same_pixels.min()
         rows.append(row)

@@ -64,6 +64,7 @@ from pyrozoo.reporting import save_table, to_markdown
 from pyrozoo.utils import set_seed
 from recipes.cli import DEFAULT_RESULTS_DIR, add_common_arguments, positive_int, run_main
 from recipes.config import RunConfig
+from recipes.intervals import mean_se
 from recipes.lenet_recipes import linear_to_zero
 from recipes.methods import method as declaration
 from recipes.provenance import provenance_line
@@ -366,8 +367,8 @@ def paired(fits: pd.DataFrame, impl: str, n: int, column_a: str, method_a: str, 
     a = cell[cell.method == method_a].set_index("seed")[column_a]
     b = cell[cell.method == method_b].set_index("seed")[column_b]
     diff = (a - b).dropna()
-    se = diff.std(ddof=1) / math.sqrt(len(diff)) if len(diff) > 1 else float("nan")
-    return float(diff.mean()), float(se), len(diff), float(diff.min()) if len(diff) else float("nan")
+    mean, se, n = mean_se(diff)
+    return mean, se, n, float(diff.min()) if n else float("nan")
 
 
 def summarize(fits: pd.DataFrame, d: int) -> pd.DataFrame:

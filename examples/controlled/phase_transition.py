@@ -56,6 +56,7 @@ from torch import nn
 from pyrozoo.data import load_mnist
 from pyrozoo.reporting import save_table, to_markdown
 from recipes.cli import DEFAULT_RESULTS_DIR, add_common_arguments, name_list, positive_int, run_main
+from recipes.intervals import mean_se
 from recipes.lenet_recipes import kl_warmup, linear_to_zero
 from recipes.provenance import provenance_line
 from recipes.variance_networks import COLLAPSED_ACCURACY, accuracy_tracker, make_variance_network, train_variational_dropout
@@ -199,9 +200,7 @@ def summarize(final: pd.DataFrame) -> pd.DataFrame:
     for (param, impl), group in final.groupby(["parameterization", "implementation"], sort=False):
         row = {"parameterization": param, "implementation": impl, "seed": "mean", "seeds": len(group), "epoch": int(group.epoch.max())}
         for col in columns:
-            values = group[col].astype(float)
-            row[col] = values.mean()
-            row[f"{col}_se"] = values.std(ddof=1) / math.sqrt(len(values)) if len(values) > 1 else float("nan")
+            row[col], row[f"{col}_se"], _ = mean_se(group[col])
         rows.append(row)
     return pd.DataFrame(rows)
 

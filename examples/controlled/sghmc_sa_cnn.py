@@ -68,6 +68,7 @@ from pyrozoo.utils import set_seed
 from recipes.cli import DEFAULT_RESULTS_DIR, add_common_arguments, name_list, positive_int, run_main
 from recipes.cnn import DATASETS, PUBLISHED, TAU, load
 from recipes.cnn import run as run_method
+from recipes.intervals import mean_se
 from recipes.provenance import provenance_line
 
 STEM = "sghmc_sa_cnn"
@@ -103,10 +104,9 @@ def coupling(a, b, x_test: torch.Tensor) -> Dict[str, float]:
 
 
 def mean_interval(values) -> Dict[str, float]:
-    """Mean, standard error and 95 % Student-t interval of ``values`` (NaN s.e. for one value)."""
-    values = pd.Series(values, dtype=float)
-    n, mean = len(values), float(values.mean())
-    se = float(values.std(ddof=1) / math.sqrt(n)) if n > 1 else float("nan")
+    """Mean, standard error and 95 % Student-t interval of ``values`` (NaN s.e. for one value),
+    with scipy's exact quantile (:func:`recipes.intervals.t_quantile_975` rounds to 3 decimals)."""
+    mean, se, n = mean_se(values)
     half = float(stats.t.ppf(0.975, n - 1)) * se if n > 1 else float("nan")
     return {"mean": mean, "se": se, "low": mean - half, "high": mean + half, "n": n}
 

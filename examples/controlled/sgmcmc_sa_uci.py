@@ -80,6 +80,7 @@ from pyrozoo.utils import set_seed
 from recipes import uci_sgmcmc
 from recipes.cli import DEFAULT_RESULTS_DIR, add_common_arguments, run_main
 from recipes.config import RunConfig
+from recipes.intervals import mean_se
 from recipes.methods import SSGL_DEFAULTS, method as declaration
 from recipes.provenance import provenance_line, repo_root
 
@@ -244,11 +245,8 @@ def run_variant(name: str, split, lr: float, config: RunConfig) -> dict:
 
 def paired(runs: pd.DataFrame, a: str, b: str, column: str = "rmse"):
     """Mean and s.e. of ``a - b`` over the splits both have."""
-    wide = runs.pivot(index="split", columns="variant", values=column)[[a, b]].dropna()
-    d = (wide[a] - wide[b]).to_numpy(float)
-    n = len(d)
-    se = float(d.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
-    return float(d.mean()), se, n
+    pair = runs.pivot(index="split", columns="variant", values=column)[[a, b]].dropna()
+    return mean_se(pair.iloc[:, 0] - pair.iloc[:, 1])  # by position: a may be b (a variant against itself, 0)
 
 
 def summarise(runs: pd.DataFrame) -> pd.DataFrame:

@@ -42,6 +42,7 @@ import pandas as pd
 from pyrozoo.data import UCIDataset
 from pyrozoo.reporting import save_table, to_markdown
 from recipes.cli import DEFAULT_RESULTS_DIR, add_common_arguments, run_main
+from recipes.intervals import mean_se
 from recipes.provenance import provenance_line, repo_root
 
 STEM = "uci_ll_units"
@@ -81,8 +82,7 @@ def rescore(runs: pd.DataFrame, data_dir) -> pd.DataFrame:
         standardised = ll + log_sd
         paper_rdp, baselines = PAPER[name]
         worst, best = min(baselines.values()), max(baselines.values())
-        n = len(ll)
-        mean, se = float(ll.mean()), float(ll.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
+        mean, se, n = mean_se(ll)
         std_mean = float(standardised.mean())
         rows.append({
             "dataset": name, "splits": n, "claimed_win": name in CLAIMED_WINS,

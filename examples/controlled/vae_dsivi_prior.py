@@ -58,6 +58,7 @@ from pyrozoo import atomic
 from pyrozoo.data import load_mnist
 from pyrozoo.reporting import save_table, to_markdown
 from recipes.cli import DEFAULT_RESULTS_DIR, add_common_arguments, parse_seeds, positive_int, run_main
+from recipes.intervals import mean_se
 from recipes.provenance import provenance_line
 from recipes.vae_priors import run_one
 
@@ -218,8 +219,7 @@ def summarize(runs: pd.DataFrame) -> pd.DataFrame:
     for (prior, impl), group in runs.groupby(["prior", "implementation"], sort=False):
         row = {"prior": prior, "implementation": impl, "K": int(group.K.iloc[0]), "seed": "mean", "seeds": len(group)}
         for col in ("test_ll", "final_train_loss_per_example"):
-            row[col] = group[col].mean()
-            row[f"{col}_se_over_seeds"] = group[col].std(ddof=1) / math.sqrt(len(group)) if len(group) > 1 else float("nan")
+            row[col], row[f"{col}_se_over_seeds"], _ = mean_se(group[col])
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -234,8 +234,7 @@ def paired(runs: pd.DataFrame, a, b):
     diff = (by_seed(a) - by_seed(b)).dropna()
     if not len(diff):
         return None
-    se = float(diff.std(ddof=1) / math.sqrt(len(diff))) if len(diff) > 1 else float("nan")
-    return float(diff.mean()), se, len(diff)
+    return mean_se(diff)
 
 
 def _sign(result) -> int:

@@ -71,6 +71,7 @@ from pyrozoo.models.dropout_priors import NORMALIZATION_LAYERS, LogUniformPrior
 from pyrozoo.reporting import save_table, to_markdown
 from pyrozoo.utils import evaluation_mode, set_seed
 from recipes.cli import DEFAULT_RESULTS_DIR, add_common_arguments, name_list, positive_int, run_main
+from recipes.intervals import mean_se
 from recipes.lenet_recipes import kl_warmup, linear_to_zero
 from recipes.provenance import provenance_line
 from recipes.variance_networks import train_variational_dropout
@@ -267,9 +268,7 @@ def summarize(runs: pd.DataFrame) -> pd.DataFrame:
     for (variant, impl), group in runs.groupby(["variant", "implementation"], sort=False):
         row = {"variant": variant, "implementation": impl, "seeds": len(group)}
         for col in ("test_time_averaging_accuracy", "train_cross_entropy"):
-            values = group[col].astype(float)
-            row[col] = values.mean()
-            row[f"{col}_se"] = values.std(ddof=1) / math.sqrt(len(values)) if len(values) > 1 else float("nan")
+            row[col], row[f"{col}_se"], _ = mean_se(group[col])
         rows.append(row)
     return pd.DataFrame(rows)
 
