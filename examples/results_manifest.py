@@ -15,9 +15,9 @@ written by a run, it reconstructs one from what the file and its history say:
   ``cpu``: no GPU was used for a committed result before issue 23's runbook (those that say
   where they ran say CPU).
 
-Rerunning it is idempotent: rows written by a run are kept (their ``depends`` refreshed), the
-backfilled ones are rebuilt (kept as they are in a checkout without git history), every waiver
-is kept, and rows of files that are gone are dropped.
+Rerunning it is idempotent: rows written by a run are kept (their code ``depends`` refreshed,
+the results files they read kept), the backfilled ones are rebuilt (kept as they are in a
+checkout without git history), every waiver is kept, and rows of files that are gone are dropped.
 ``--waive-stale ISSUE`` gives every stale row without a waiver one: that it is to be regenerated
 under that issue, and the commits that changed its dependencies since it was written (edit a
 row's waiver by hand for a more specific reason; the backfill keeps it).
@@ -196,8 +196,8 @@ def backfill(root: Path, rows: dict, hist) -> dict:
         elif old is not None and old.get("source") == "run":
             row = dict(old)
             script = shlex.split(old["command"])[1] if old["command"].startswith("python ") else None
-            if script and (root / script).is_file():
-                row["depends"] = ";".join(prov.depends_of(script, root))
+            if script and (root / script).is_file():  # the code is read again; the results it read stay as recorded
+                row["depends"] = ";".join(prov.depends_of(script, root) + prov.code_and_inputs(prov.split_depends(old["depends"]))[1])
         else:
             row = backfill_row(name, root, hist, changed)
         row["waiver"] = old.get("waiver", "") if old else ""

@@ -20,8 +20,10 @@ A row says how the file was made and what it depends on (issue 23, item 4):
     the :mod:`recipes` modules that script imports, followed transitively (and the method
     modules a registry loads by prefix, :func:`recipes.load_methods`, and the scripts it runs
     with :func:`runpy.run_path`, :func:`script_loads`), less
-    :data:`INFRASTRUCTURE`. The library (``pyrozoo/``) is not listed yet: it changes with
-    nearly every commit, and a change there is caught by its own tests;
+    :data:`INFRASTRUCTURE`; then the results files the run read (``docs/results/...``: the runs
+    a table is built from, the statistics an analysis reads, the ledger's evidence), noted as
+    they are opened (:func:`tracking_reads`). The library (``pyrozoo/``) is not listed yet: it
+    changes with nearly every commit, and a change there is caught by its own tests;
 ``waiver``
     empty, or why a file whose ``depends`` changed after it was committed is accepted for now;
 ``verified``
@@ -34,8 +36,10 @@ A row says how the file was made and what it depends on (issue 23, item 4):
     (reconstructed afterwards by ``examples/results_manifest.py``).
 
 A result is *stale* when a file of its ``depends`` was changed by a commit that came after the
-file's own last commit, or after its ``verified`` commit when that is later (:func:`staleness`); :func:`check_manifest` reports stale files
-without a waiver, files listed but missing and results files not listed.
+file's own last commit, or, for code, after its ``verified`` commit when that is later (a short
+run at that commit checks the code, not the committed results it reads) (:func:`staleness`);
+:func:`check_manifest` reports stale files without a waiver, files listed but missing and
+results files not listed.
 
 Every example records its rows itself: :func:`recipes.cli.run_main` runs ``main`` inside
 :func:`recording_outputs`, which notes every file written through :mod:`pyrozoo.atomic` (the one
@@ -78,6 +82,8 @@ MANIFEST_NAME = "MANIFEST.csv"
 INFRASTRUCTURE = frozenset({"recipes/__init__.py", "recipes/cli.py", "recipes/paths.py", "recipes/provenance.py"})
 #: hashes in the manifest are this many hex digits
 SHORT_HASH = 12
+#: where the results a run reads (its inputs among ``depends``) live, repository-relative
+RESULTS_PREFIX = "docs/results/"
 
 
 def repo_root() -> Path:
@@ -434,6 +440,12 @@ def split_depends(text: str) -> List[str]:
     return [p for p in (text or "").split(";") if p]
 
 
+def code_and_inputs(depends: Iterable[str]) -> Tuple[List[str], List[str]]:
+    """``depends`` split into code and the results files a run read (under :data:`RESULTS_PREFIX`)."""
+    depends = list(depends)
+    return [p for p in depends if not p.startswith(RESULTS_PREFIX)], [p for p in depends if p.startswith(RESULTS_PREFIX)]
+
+
 # -- recording a run's files -----------------------------------------------------------------
 
 def settings_from_argv(argv: Sequence[str]) -> dict:
@@ -532,6 +544,7 @@ def record_outputs(
     root: Optional[PathLike] = None,
     script: Optional[PathLike] = None,
     threads: Optional[int] = None,
+    inputs: Optional[Iterable[PathLike]] = None,
 ) -> List[Dict[str, str]]:
     """Upserts the manifest rows of the results files a script just wrote.
 
@@ -541,7 +554,9 @@ def record_outputs(
     imports give ``depends`` unless ``script`` names the code that ran, as a notebook executed by
     ``scripts/execute_notebook.py``), ``settings`` to the options of ``argv``, ``device`` to
     ``argv``'s ``--device`` (:func:`device_label`), ``threads`` to this process's torch threads;
-    ``seconds`` is the wall time of the invocation.
+    ``seconds`` is the wall time of the invocation; ``inputs`` the files it read (default: those
+    read so far inside :func:`tracking_reads`), whose committed results files other than the
+    ones written join ``depends``.
 
     A file written byte for byte as HEAD has it, by code that is HEAD's (a clean commit
     label), gets ``verified`` at HEAD: git keeps the file's older commit, so without it the file
@@ -566,18 +581,19 @@ def record_outputs(
         depends = depends_of(argv[0] if script is None else script, root)
     except (FileNotFoundError, ValueError):  # a script outside the checkout: only itself is known
         depends = []
+    read = _results_read(root, (_reads or []) if inputs is None else inputs, set(names.values()))
     options = settings_from_argv(argv[1:])
     if device is None:
         device = device_label(options.get("--device") if isinstance(options.get("--device"), str) else None)
     row = {
         "command": command_line(argv, root),
-        "commit": commit_label(root, depends),
+        "commit": commit_label(root, depends),  # of the code: inputs being regenerated alongside are not a dirty tree
         "settings": json.dumps(dict(settings) if settings is not None else options, sort_keys=True, default=str),
         "device": device,
         "threads": str(torch.get_num_threads() if threads is None else threads),
         "seconds": "" if seconds is None else f"{seconds:.1f}",
         "created": now_iso(),
-        "depends": ";".join(depends),
+        "depends": ";".join(depends + read),
         # a regenerated file has nothing to be excused for
         "waiver": "",
         "verified": "",
@@ -593,6 +609,59 @@ def record_outputs(
     upsert(directory / MANIFEST_NAME, rows)
     _explicit.update(names)
     return rows
+
+
+def _results_read(root: Path, paths: Iterable[PathLike], written: Set[str]) -> List[str]:
+    """The repository-relative results files among ``paths`` that git tracks or could (not
+    ignored), less the manifest and ``written`` (a run reading back its own file to resume)."""
+    directory = results_dir(root)
+    found = set()
+    for p in paths:
+        name = _inside(Path(p), directory)
+        if name is not None and name != MANIFEST_NAME and Path(p).is_file():
+            found.add(RESULTS_PREFIX + name)
+    found -= written
+    return sorted(found - _ignored(root, sorted(found)))
+
+
+#: the files opened for reading inside the innermost :func:`tracking_reads` block (None: none open)
+_reads: Optional[List[str]] = None
+_audit_hook_added = False
+
+
+def _note_read(event: str, args: tuple) -> None:
+    """Audit hook: notes each file opened for reading (``open``, ``io.open``, ``os.open``) while
+    a :func:`tracking_reads` block is open. Audit hooks cannot be removed, so it does nothing
+    outside one."""
+    if event != "open" or _reads is None:
+        return
+    path, mode, flags = (tuple(args) + (None, None, None))[:3]
+    if not isinstance(path, (str, os.PathLike)):  # a file descriptor or bytes
+        return
+    if mode is not None:
+        if any(c in str(mode) for c in "wax+"):
+            return
+    elif isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR):
+        return
+    _reads.append(os.path.abspath(os.fspath(path)))  # now: the working directory may change
+
+
+@contextmanager
+def tracking_reads() -> Iterator[List[str]]:
+    """Yields the list of the files opened for reading inside the block (absolute paths, in
+    order, repeats included), through a :func:`sys.addaudithook` hook: pandas, numpy, json
+    and torch all open files through Python, so whatever a script reads is seen."""
+    global _reads, _audit_hook_added
+    if not _audit_hook_added:
+        sys.addaudithook(_note_read)
+        _audit_hook_added = True
+    outer, _reads = _reads, []
+    try:
+        yield _reads
+    finally:
+        if outer is not None:
+            outer.extend(_reads)
+        _reads = outer
 
 
 @contextmanager
@@ -617,20 +686,22 @@ def tracking_writes() -> Iterator[List[Path]]:
 
 @contextmanager
 def recording_outputs(argv: Optional[Sequence[str]] = None, root: Optional[PathLike] = None) -> Iterator[None]:
-    """Runs the block (an example's ``main``) noting what it writes; on leaving it, even by an
-    exception or an interrupt (the files written until then are that command's), upserts the
-    manifest rows of the results files among them (:func:`record_outputs`) with the block's
-    wall seconds. A failure to record warns and leaves the results as written."""
+    """Runs the block (an example's ``main``) noting what it reads and writes; on leaving it,
+    even by an exception or an interrupt (the files written until then are that command's),
+    upserts the manifest rows of the results files among them (:func:`record_outputs`) with the
+    block's wall seconds and the results files it read. A failure to record warns and leaves
+    the results as written."""
     started = time.perf_counter()
     _explicit.clear()
+    read: List[str] = []
     try:
-        with tracking_writes() as written:
+        with tracking_reads() as read, tracking_writes() as written:
             yield
     finally:
         automatic = [p for p in dict.fromkeys(written) if _inside(p, results_dir(root)) not in _explicit]
         _explicit.clear()
         if automatic:
-            record_outputs_or_warn(automatic, argv=argv, seconds=time.perf_counter() - started, root=root)
+            record_outputs_or_warn(automatic, argv=argv, seconds=time.perf_counter() - started, root=root, inputs=read)
 
 
 def record_outputs_or_warn(paths: Iterable[PathLike], **kwargs) -> None:
@@ -797,12 +868,15 @@ def staleness(rows: Mapping[str, Mapping[str, str]], hist: History) -> Dict[str,
         written = hist.last_commit(f"docs/results/{name}")
         if written is None or f"docs/results/{name}" in regenerated:
             continue
+        code, inputs = code_and_inputs(split_depends(row.get("depends", "")))
         checked = verified_commit(row, hist)
-        if checked is not None and written in hist.ancestors(checked):
-            written = checked
-        changes = hist.changes_after(written, split_depends(row.get("depends", "")))
+        since = checked if checked is not None and written in hist.ancestors(checked) else written
+        changes = hist.changes_after(since, code)
+        if inputs:  # a short run verifies the code, not the committed results the file was made from
+            rank = {c: i for i, c in enumerate(hist.order)}
+            changes = sorted(changes + hist.changes_after(written, inputs), key=lambda cp: (rank[cp[0]], cp[1]))
         if changes:
-            stale[name] = Stale(name, written, changes)
+            stale[name] = Stale(name, since, changes)
     return stale
 
 
@@ -862,7 +936,7 @@ def check_manifest(root: Optional[PathLike] = None, rows: Optional[Mapping[str, 
 __all__ = [
     "COLUMNS", "OLD_COLUMNS", "VERIFIED", "MANIFEST_NAME", "SOURCE_COMMIT_VARIABLE", "INFRASTRUCTURE", "repo_root", "results_dir", "manifest_path", "git", "head_commit",
     "changed_paths", "modified", "commit_label", "read_manifest", "parse_manifest", "manifest_text", "write_manifest", "update", "upsert", "recipe_imports",
-    "depends_of", "split_depends", "settings_from_argv", "device_label", "command_line", "now_iso", "record_outputs", "record_outputs_or_warn", "declared_threads",
+    "depends_of", "split_depends", "code_and_inputs", "RESULTS_PREFIX", "tracking_reads", "settings_from_argv", "device_label", "command_line", "now_iso", "record_outputs", "record_outputs_or_warn", "declared_threads",
     "tracking_writes", "recording_outputs", "results_files", "History", "history", "Stale", "verified_value", "verified_commit", "staleness", "Report",
     "check_manifest",
 ]

@@ -386,6 +386,69 @@ def test_rows_a_script_records_itself_are_not_replaced(repo):
     assert json.loads(prov.read_manifest(prov.manifest_path(repo))["ex_table.md"]["settings"]) == {"epochs": 200, "resolved": True}
 
 
+def test_a_run_records_the_results_files_it_read_among_its_depends(repo, tmp_path):
+    """A table built from committed runs depends on them: pandas, numpy and plain reads are all
+    seen; its own file read back (a resume), ignored files and files outside the results are not."""
+    import numpy as np
+    import pandas as pd
+
+    results = repo / "docs" / "results"
+    write(repo, "docs/results/runs.csv", "a\n1\n")
+    write(repo, "docs/results/stats.json", "{}")
+    np.savez(results / "arrays.npz", x=np.zeros(2))
+    write(repo, "docs/results/sub/x.partial", "ignored\n")
+    (tmp_path / "outside.csv").write_text("a\n1\n")
+    commit_all(repo, "inputs")
+    argv = [str(repo / "examples" / "ex.py")]
+    with prov.recording_outputs(argv=argv, root=repo):
+        pd.read_csv(results / "runs.csv")
+        (results / "stats.json").read_text()
+        np.load(results / "arrays.npz")
+        (results / "sub" / "x.partial").read_text()
+        pd.read_csv(tmp_path / "outside.csv")
+        pd.read_csv(results / "ex_table.csv")  # read back, then rewritten: its own file
+        atomic.write_text(results / "ex_table.csv", "a\n3\n")
+    got = prov.read_manifest(prov.manifest_path(repo))["ex_table.csv"]
+    inputs = ["docs/results/arrays.npz", "docs/results/runs.csv", "docs/results/stats.json"]
+    assert prov.split_depends(got["depends"]) == EX_DEPENDS + inputs
+    assert got["commit"] == git(repo, "rev-parse", "HEAD").strip()[: prov.SHORT_HASH]  # code, not inputs, makes a commit label
+
+
+def test_reads_outside_a_recording_are_not_noted():
+    with prov.tracking_reads() as outer:
+        with prov.tracking_reads() as inner:
+            Path(__file__).read_text()
+        assert inner == [str(Path(__file__).resolve())] and outer == inner  # an inner block's reads are the outer's too
+    Path(__file__).read_text()
+    assert outer == inner and prov._reads is None
+
+
+def test_a_result_is_stale_when_a_results_file_it_read_is_rewritten_after_it(repo):
+    """uci_ll_units read uci_rdp.csv, which was regenerated after it: nothing in its code
+    changed, but its numbers were the old runs'."""
+    rows = {"ex_table.csv": row("ex_table.csv", EX_DEPENDS + ["docs/results/runs.csv"])}
+    write(repo, "docs/results/runs.csv", "a\n1\n")
+    commit_all(repo, "the runs")  # then the table built from them: current
+    write(repo, "docs/results/ex_table.csv", "a\n5\n")
+    commit_all(repo, "the table rebuilt")
+    assert prov.check_manifest(repo, rows).stale == {}
+    write(repo, "recipes/shared.py", "value = 1  # a refactor\n")
+    checked = commit_all(repo, "refactor")
+    write(repo, "docs/results/runs.csv", "a\n2\n")
+    rerun = commit_all(repo, "the runs regenerated")
+    # a short run verified at a later commit checks the code, not the runs the table was built from
+    rows["ex_table.csv"]["verified"] = prov.verified_value(rerun, "python examples/ex.py --quick --results-dir {out}")
+    result = prov.check_manifest(repo, rows)
+    assert result.unwaived == ["ex_table.csv"] and result.stale["ex_table.csv"].changes == [(rerun, "docs/results/runs.csv")]
+    rows["ex_table.csv"]["verified"] = ""
+    assert prov.check_manifest(repo, rows).stale["ex_table.csv"].changes == [(rerun, "docs/results/runs.csv"), (checked, "recipes/shared.py")]
+
+
+def test_a_deleted_input_is_reported(repo):
+    rows = {"ex_table.csv": row("ex_table.csv", EX_DEPENDS + ["docs/results/gone.csv"])}
+    assert prov.check_manifest(repo, rows).unknown_depends == ["ex_table.csv"]
+
+
 # -- the backfill script ----------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -408,10 +471,11 @@ def test_backfill_reads_provenance_lines_and_is_idempotent(repo, script):
     assert plot["depends"] == ";".join(EX_DEPENDS) and plot["created"] == hist.dates[first] and plot["source"] == "backfill"
 
     rows["ex_plot.png"]["waiver"] = "known"
-    rows["ex_table.csv"] = dict(row("ex_table.csv", ["stale.py"]), source="run")
+    rows["ex_table.csv"] = dict(row("ex_table.csv", ["stale.py", "docs/results/ex_plot.png"]), source="run")
     again = script["backfill"](repo, rows, hist)
     assert again["ex_plot.png"]["waiver"] == "known"
-    assert again["ex_table.csv"]["command"] == "python examples/ex.py" and again["ex_table.csv"]["depends"] == ";".join(EX_DEPENDS)
+    # the code is read again, the results file the run read is kept
+    assert again["ex_table.csv"]["command"] == "python examples/ex.py" and again["ex_table.csv"]["depends"] == ";".join(EX_DEPENDS + ["docs/results/ex_plot.png"])
     assert script["backfill"](repo, again, hist) == again
 
 
