@@ -36,8 +36,9 @@ A row says how the file was made and what it depends on (issue 23, item 4):
     (reconstructed afterwards by ``examples/results_manifest.py``).
 
 A result is *stale* when a file of its ``depends`` was changed by a commit that came after the
-file's own last commit, or, for code, after its ``verified`` commit when that is later (a short
-run at that commit checks the code, not the committed results it reads) (:func:`staleness`);
+file's own last commit, or after its ``verified`` commit when that is later: for the results
+files it read only when the check was its own command writing it again byte for byte, since a
+short run checks the code, not the committed results the file was made from (:func:`staleness`);
 :func:`check_manifest` reports stale files without a waiver, files listed but missing and
 results files not listed.
 
@@ -829,12 +830,14 @@ class Stale:
     file: str
     written: str  # the file's last commit
     changes: List[Tuple[str, str]]  # (commit, path) after it, newest first
+    verified: Optional[str] = None  # the later commit its computation was checked at, if any
 
     def describe(self, history: History, limit: int = 3) -> str:
         commits = list(dict.fromkeys(c for c, _ in self.changes))
         shown = ", ".join(f"{c[:7]} ({', '.join(p for cc, p in self.changes if cc == c)})" for c in commits[:limit])
         more = f" and {len(commits) - limit} more" if len(commits) > limit else ""
-        return f"{self.file}: written at {self.written[:7]}; since then {shown}{more}"
+        checked = f" (verified at {self.verified[:7]})" if self.verified else ""
+        return f"{self.file}: written at {self.written[:7]}{checked}; since then {shown}{more}"
 
 
 #: a ``verified`` value: the commit, then the command in backquotes
@@ -872,11 +875,15 @@ def staleness(rows: Mapping[str, Mapping[str, str]], hist: History) -> Dict[str,
         checked = verified_commit(row, hist)
         since = checked if checked is not None and written in hist.ancestors(checked) else written
         changes = hist.changes_after(since, code)
-        if inputs:  # a short run verifies the code, not the committed results the file was made from
+        if inputs:
+            # a short run (--verify) checks the code, not the committed results the file was made
+            # from; the file's own command writing it again byte for byte read them as they were
+            rerun = VERIFIED.match(row.get("verified", "").strip())
+            rerun = rerun is not None and rerun["command"] == row.get("command")
             rank = {c: i for i, c in enumerate(hist.order)}
-            changes = sorted(changes + hist.changes_after(written, inputs), key=lambda cp: (rank[cp[0]], cp[1]))
+            changes = sorted(changes + hist.changes_after(since if rerun else written, inputs), key=lambda cp: (rank[cp[0]], cp[1]))
         if changes:
-            stale[name] = Stale(name, since, changes)
+            stale[name] = Stale(name, written, changes, since if since != written else None)
     return stale
 
 

@@ -442,6 +442,9 @@ def test_a_result_is_stale_when_a_results_file_it_read_is_rewritten_after_it(rep
     assert result.unwaived == ["ex_table.csv"] and result.stale["ex_table.csv"].changes == [(rerun, "docs/results/runs.csv")]
     rows["ex_table.csv"]["verified"] = ""
     assert prov.check_manifest(repo, rows).stale["ex_table.csv"].changes == [(rerun, "docs/results/runs.csv"), (checked, "recipes/shared.py")]
+    # its own command, run after the new runs, wrote the same bytes: they did not change it
+    rows["ex_table.csv"]["verified"] = prov.verified_value(rerun, rows["ex_table.csv"]["command"])
+    assert prov.check_manifest(repo, rows).stale == {}
 
 
 def test_a_deleted_input_is_reported(repo):
