@@ -40,6 +40,7 @@ import re
 import shlex
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Optional
 
 from recipes import equivalence
 from recipes import provenance as prov
@@ -182,6 +183,18 @@ def backfill_row(name: str, root: Path, hist, changed: set) -> dict:
     }
 
 
+def _script_of(command: str) -> Optional[str]:
+    """The script a ``python <script> ...`` command ran (None for another command). A command
+    recorded with notes in words ("merged in the sweep's order") need not parse as a shell line."""
+    if not command.startswith("python "):
+        return None
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    return words[1] if len(words) > 1 else None
+
+
 def backfill(root: Path, rows: dict, hist) -> dict:
     """The manifest after a backfill of ``rows`` (not written): every results file present gets
     a row; rows written by a run are kept with their ``depends`` refreshed, the rest rebuilt;
@@ -195,7 +208,7 @@ def backfill(root: Path, rows: dict, hist) -> dict:
             row = dict(old)
         elif old is not None and old.get("source") == "run":
             row = dict(old)
-            script = shlex.split(old["command"])[1] if old["command"].startswith("python ") else None
+            script = _script_of(old["command"])
             if script and (root / script).is_file():  # the code is read again; the results it read stay as recorded
                 row["depends"] = ";".join(prov.depends_of(script, root) + prov.code_and_inputs(prov.split_depends(old["depends"]))[1])
         else:
