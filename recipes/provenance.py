@@ -569,20 +569,15 @@ def record_outputs(
     root = Path(root or repo_root()).resolve()
     directory = results_dir(root)
     argv = list(sys.argv if argv is None else argv)
-    names = {}
-    for p in paths:
-        name = _inside(Path(p), directory)
-        if name is not None and name != MANIFEST_NAME and Path(p).is_file():
-            names[name] = f"docs/results/{name}"
-    ignored = _ignored(root, sorted(names.values()))
-    names = {n: r for n, r in names.items() if r not in ignored}
+    names = _results_among(root, paths)
     if not names:
         return []
     try:
         depends = depends_of(argv[0] if script is None else script, root)
     except (FileNotFoundError, ValueError):  # a script outside the checkout: only itself is known
         depends = []
-    read = _results_read(root, (_reads or []) if inputs is None else inputs, set(names.values()))
+    written = set(names.values())  # a run reading back its own file to resume does not depend on it
+    read = sorted(set(_results_among(root, (_reads or []) if inputs is None else inputs).values()) - written)
     options = settings_from_argv(argv[1:])
     if device is None:
         device = device_label(options.get("--device") if isinstance(options.get("--device"), str) else None)
@@ -612,17 +607,18 @@ def record_outputs(
     return rows
 
 
-def _results_read(root: Path, paths: Iterable[PathLike], written: Set[str]) -> List[str]:
-    """The repository-relative results files among ``paths`` that git tracks or could (not
-    ignored), less the manifest and ``written`` (a run reading back its own file to resume)."""
+def _results_among(root: Path, paths: Iterable[PathLike]) -> Dict[str, str]:
+    """``{name under docs/results: repository-relative path}`` of the results files among
+    ``paths``: existing files under ``<root>/docs/results`` that git does not ignore, less the
+    manifest."""
     directory = results_dir(root)
-    found = set()
-    for p in paths:
+    names = {}
+    for p in dict.fromkeys(paths):  # a run reopens files (its imports, each epoch's data): resolve each once
         name = _inside(Path(p), directory)
         if name is not None and name != MANIFEST_NAME and Path(p).is_file():
-            found.add(RESULTS_PREFIX + name)
-    found -= written
-    return sorted(found - _ignored(root, sorted(found)))
+            names[name] = RESULTS_PREFIX + name
+    ignored = _ignored(root, sorted(names.values()))
+    return {n: r for n, r in names.items() if r not in ignored}
 
 
 #: the files opened for reading inside the innermost :func:`tracking_reads` block (None: none open)
@@ -867,6 +863,7 @@ def staleness(rows: Mapping[str, Mapping[str, str]], hist: History) -> Dict[str,
     is not stale: what its last commit holds is no longer what it says."""
     stale = {}
     regenerated = changed_paths(hist.root, ["docs/results"]) or set()
+    rank = {c: i for i, c in enumerate(hist.order)}
     for name, row in rows.items():
         written = hist.last_commit(f"docs/results/{name}")
         if written is None or f"docs/results/{name}" in regenerated:
@@ -878,9 +875,8 @@ def staleness(rows: Mapping[str, Mapping[str, str]], hist: History) -> Dict[str,
         if inputs:
             # a short run (--verify) checks the code, not the committed results the file was made
             # from; the file's own command writing it again byte for byte read them as they were
-            rerun = VERIFIED.match(row.get("verified", "").strip())
-            rerun = rerun is not None and rerun["command"] == row.get("command")
-            rank = {c: i for i, c in enumerate(hist.order)}
+            match = VERIFIED.match(row.get("verified", "").strip())
+            rerun = match is not None and match["command"] == row.get("command")
             changes = sorted(changes + hist.changes_after(since if rerun else written, inputs), key=lambda cp: (rank[cp[0]], cp[1]))
         if changes:
             stale[name] = Stale(name, written, changes, since if since != written else None)
