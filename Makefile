@@ -7,7 +7,7 @@ DATA_DIR ?=
 DATA_ARG := $(if $(DATA_DIR),--data-dir $(DATA_DIR),)
 PYTEST_ARGS ?= -q -n 2
 
-.PHONY: setup demo test test-all bench docs
+.PHONY: setup demo test test-all bench docs results-check
 
 $(VENV)/.installed: pyproject.toml scripts/setup.sh
 	bash scripts/setup.sh $(VENV)
@@ -22,6 +22,11 @@ test: $(VENV)/.installed
 
 test-all: $(VENV)/.installed
 	$(PYTHON) -m pytest $(PYTEST_ARGS) --runslow
+
+# How current the committed results are (manifest, claims ledger, reference matrix): a report,
+# never a gate of `make test`
+results-check: $(VENV)/.installed
+	$(PYTHON) tools/results_check.py
 
 bench: $(VENV)/.installed
 	$(PYTHON) benchmarks/step_overhead.py

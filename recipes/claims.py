@@ -34,12 +34,14 @@ A results file or column a claim names that is missing is an error naming the cl
 ``examples/claims_ledger.py`` writes the ledger to ``docs/results/claims.{csv,md}``.
 """
 
+import io
 import json
 import math
 import re
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, Optional, Sequence, Tuple, Union
+from typing import Callable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -736,9 +738,41 @@ def counts(table: pd.DataFrame) -> dict:
 
 
 def write_csv(table: pd.DataFrame, path: Union[str, Path]) -> Path:
-    """Writes the ledger as ``claims.csv`` holds it, atomically (the tests compare the committed
-    file with what this writes)."""
+    """Writes the ledger as ``claims.csv`` holds it, atomically (:func:`currency_problems`
+    compares the committed file with what this writes)."""
     return atomic.write_csv(table, path, lineterminator="\n")
+
+
+def currency_problems(results_dir: Union[str, Path, None] = None) -> List[str]:
+    """Why the committed ``claims.csv`` in ``results_dir`` (default: this checkout's
+    ``docs/results``) is not what the ledger computes today: a claim that no longer resolves
+    against the committed files (its :class:`LedgerError`), or rows that differ. Empty when
+    current. A report, not a test (``make results-check``): a change to a claim or to a results
+    file is brought into the ledger by rerunning ``examples/claims_ledger.py``."""
+    results_dir = Path(results_dir) if results_dir is not None else default_results_dir()
+    problems, rows = [], []
+    for claim in CLAIMS:
+        try:
+            rows.append(evaluate(claim, results_dir))
+        except LedgerError as e:
+            problems.append(str(e))
+    if problems:
+        return problems
+    committed = results_dir / "claims.csv"
+    if not committed.is_file():
+        return [f"{committed} is missing: run python examples/claims_ledger.py"]
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    with tempfile.TemporaryDirectory() as tmp:
+        now = write_csv(table, Path(tmp) / "claims.csv").read_text()
+    if now != committed.read_text():
+        old = pd.read_csv(committed, keep_default_na=False).set_index("id")
+        new = pd.read_csv(io.StringIO(now), keep_default_na=False).set_index("id")
+        changed = sorted(set(old.index) ^ set(new.index)) + [i for i in new.index if i in old.index and not old.loc[i].equals(new.loc[i])]
+        problems.append(f"claims.csv differs from what the ledger computes now ({', '.join(changed) or 'formatting'}): run python examples/claims_ledger.py")
+    md = results_dir / "claims.md"
+    if md.is_file() and " · ".join(f"{v}: {n}" for v, n in counts(table).items()) not in md.read_text():
+        problems.append("claims.md does not state the ledger's counts by verdict: run python examples/claims_ledger.py")
+    return problems
 
 
 # -- the claims -------------------------------------------------------------------------------

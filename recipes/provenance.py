@@ -22,8 +22,10 @@ A row says how the file was made and what it depends on (issue 23, item 4):
     with :func:`runpy.run_path`, :func:`script_loads`), less
     :data:`INFRASTRUCTURE`; then the results files the run read (``docs/results/...``: the runs
     a table is built from, the statistics an analysis reads, the ledger's evidence), noted as
-    they are opened (:func:`tracking_reads`). The library (``pyrozoo/``) is not listed yet: it
-    changes with nearly every commit, and a change there is caught by its own tests;
+    they are opened (:func:`tracking_reads`, only in a run with ``PYROZOO_RECORD_INPUTS=1``:
+    an ordinary run installs no audit hook, and its rows keep the inputs recorded before). The
+    library (``pyrozoo/``) is not listed yet: it changes with nearly every commit, and a change
+    there is caught by its own tests;
 ``waiver``
     empty, or why a file whose ``depends`` changed after it was committed is accepted for now;
 ``verified``
@@ -60,7 +62,7 @@ import subprocess
 import sys
 import time
 import warnings
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -241,13 +243,20 @@ def update(path: PathLike, change: Callable[[Dict[str, Dict[str, str]]], Dict[st
     return manifest
 
 
-def upsert(path: PathLike, rows: Iterable[Mapping[str, str]]) -> Dict[str, Dict[str, str]]:
+def upsert(path: PathLike, rows: Iterable[Mapping[str, str]], keep_inputs: bool = False) -> Dict[str, Dict[str, str]]:
     """Replaces (or adds) the rows of ``rows``' files in the manifest at ``path``
-    (:func:`update`); returns the whole manifest."""
+    (:func:`update`); returns the whole manifest. ``keep_inputs``: the results files a replaced
+    row read stay among its ``depends`` (a run that did not track its reads, so its inputs are
+    taken to be what they were), less the files being written."""
     rows = [{c: str(row.get(c, "")) for c in COLUMNS} for row in rows]
+    written = {RESULTS_PREFIX + row["file"] for row in rows}
 
     def change(manifest):
-        manifest.update((row["file"], row) for row in rows)
+        for row in rows:
+            if keep_inputs and row["file"] in manifest:
+                kept = [p for p in code_and_inputs(split_depends(manifest[row["file"]]["depends"]))[1] if p not in written]
+                row["depends"] = ";".join(dict.fromkeys(split_depends(row["depends"]) + kept))
+            manifest[row["file"]] = row
         return manifest
 
     return update(path, change)
@@ -556,8 +565,9 @@ def record_outputs(
     ``scripts/execute_notebook.py``), ``settings`` to the options of ``argv``, ``device`` to
     ``argv``'s ``--device`` (:func:`device_label`), ``threads`` to this process's torch threads;
     ``seconds`` is the wall time of the invocation; ``inputs`` the files it read (default: those
-    read so far inside :func:`tracking_reads`), whose committed results files other than the
-    ones written join ``depends``.
+    read so far inside :func:`tracking_reads`; outside one, where nobody tracked the reads, the
+    results files the rows replaced had read are kept), whose committed results files other than
+    the ones written join ``depends``.
 
     A file written byte for byte as HEAD has it, by code that is HEAD's (a clean commit
     label), gets ``verified`` at HEAD: git keeps the file's older commit, so without it the file
@@ -577,6 +587,7 @@ def record_outputs(
     except (FileNotFoundError, ValueError):  # a script outside the checkout: only itself is known
         depends = []
     written = set(names.values())  # a run reading back its own file to resume does not depend on it
+    untracked = inputs is None and _reads is None
     read = sorted(set(_results_among(root, (_reads or []) if inputs is None else inputs).values()) - written)
     options = settings_from_argv(argv[1:])
     if device is None:
@@ -602,7 +613,7 @@ def record_outputs(
         for r in rows:
             if names[r["file"]] in same:
                 r["verified"] = verified_value(row["commit"], row["command"])
-    upsert(directory / MANIFEST_NAME, rows)
+    upsert(directory / MANIFEST_NAME, rows, keep_inputs=untracked)
     _explicit.update(names)
     return rows
 
@@ -681,18 +692,29 @@ def tracking_writes() -> Iterator[List[Path]]:
         atomic.atomic_path = original
 
 
+#: set to 1 to note the results files a run reads (:func:`tracking_reads`, an audit hook); an
+#: ordinary run installs no hook, and its rows keep the inputs recorded before
+READS_VARIABLE = "PYROZOO_RECORD_INPUTS"
+
+
+def tracking_requested() -> bool:
+    """Whether :data:`READS_VARIABLE` asks this process to track its reads."""
+    return os.environ.get(READS_VARIABLE, "").strip() not in ("", "0")
+
+
 @contextmanager
-def recording_outputs(argv: Optional[Sequence[str]] = None, root: Optional[PathLike] = None) -> Iterator[None]:
-    """Runs the block (an example's ``main``) noting what it reads and writes; on leaving it,
-    even by an exception or an interrupt (the files written until then are that command's),
-    upserts the manifest rows of the results files among them (:func:`record_outputs`) with the
-    block's wall seconds and the results files it read. A failure to record warns and leaves
-    the results as written."""
+def recording_outputs(argv: Optional[Sequence[str]] = None, root: Optional[PathLike] = None, track_reads: Optional[bool] = None) -> Iterator[None]:
+    """Runs the block (an example's ``main``) noting what it writes, and what it reads when
+    ``track_reads`` (default :func:`tracking_requested`); on leaving it, even by an exception
+    or an interrupt (the files written until then are that command's), upserts the manifest
+    rows of the results files among them (:func:`record_outputs`) with the block's wall seconds
+    and the results files it read. A failure to record warns and leaves the results as written."""
     started = time.perf_counter()
     _explicit.clear()
-    read: List[str] = []
+    track = tracking_requested() if track_reads is None else track_reads
+    read: Optional[List[str]] = None
     try:
-        with tracking_reads() as read, tracking_writes() as written:
+        with (tracking_reads() if track else nullcontext()) as read, tracking_writes() as written:
             yield
     finally:
         automatic = [p for p in dict.fromkeys(written) if _inside(p, results_dir(root)) not in _explicit]
@@ -939,7 +961,7 @@ def check_manifest(root: Optional[PathLike] = None, rows: Optional[Mapping[str, 
 __all__ = [
     "COLUMNS", "OLD_COLUMNS", "VERIFIED", "MANIFEST_NAME", "SOURCE_COMMIT_VARIABLE", "INFRASTRUCTURE", "repo_root", "results_dir", "manifest_path", "git", "head_commit",
     "changed_paths", "modified", "commit_label", "read_manifest", "parse_manifest", "manifest_text", "write_manifest", "update", "upsert", "recipe_imports",
-    "depends_of", "split_depends", "code_and_inputs", "RESULTS_PREFIX", "tracking_reads", "settings_from_argv", "device_label", "command_line", "now_iso", "record_outputs", "record_outputs_or_warn", "declared_threads",
+    "depends_of", "split_depends", "code_and_inputs", "RESULTS_PREFIX", "READS_VARIABLE", "tracking_requested", "tracking_reads", "settings_from_argv", "device_label", "command_line", "now_iso", "record_outputs", "record_outputs_or_warn", "declared_threads",
     "tracking_writes", "recording_outputs", "results_files", "History", "history", "Stale", "verified_value", "verified_commit", "staleness", "Report",
     "check_manifest",
 ]

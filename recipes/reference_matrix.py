@@ -875,6 +875,46 @@ def assess(rows: pd.DataFrame) -> pd.DataFrame:
     return rows
 
 
+def coverage_problems(table: pd.DataFrame) -> List[str]:
+    """What a committed matrix (its rows as read by :func:`recipes.read_runs`) lacks against the
+    code today: a problem whose first-seed rows are not exactly :func:`combinations`, a baseline
+    (the reference prior's, the model's own, or any prior's that ran) with fewer than
+    :data:`MIN_SEEDS` seeds, an unknown status, a row not ``ok`` without its message, a run
+    without finite scores, a stored status that :func:`assess` no longer gives. Empty when
+    current. A report, not a test (``make results-check``): a new export adds combinations that
+    only a rerun of the matrix can fill."""
+    problems = []
+    statuses = set(STATUS_COLORS)
+    first = table[table.seed == table.seed.min()]
+    is_base = (table.guide == BASELINE.guide) & (table.objective == BASELINE.objective)
+    for problem in matrix_problems():
+        rows = first[first.problem == problem]
+        have = set(zip(rows.prior, rows.guide, rows.objective))
+        want = {(c.prior, c.guide, c.objective) for c in combinations(problem in PLAIN_PROBLEMS)}
+        if have != want:
+            missing, extra = sorted(want - have), sorted(have - want)
+            problems.append(f"{problem}: {len(missing)} combination(s) without a row{' (' + ', '.join('/'.join(m) for m in missing[:3]) + (', ...' if len(missing) > 3 else '') + ')' if missing else ''}"
+                            f"{f', {len(extra)} row(s) of combinations no longer exported' if extra else ''}")
+        base = table[(table.problem == problem) & is_base]
+        if base[base.prior.isin([BASELINE.prior, OWN_PRIOR])].seed.nunique() < MIN_SEEDS:
+            problems.append(f"{problem}: the baseline has fewer than {MIN_SEEDS} seeds")
+        for prior, runs in base.groupby("prior"):
+            if (runs.run_status != "refused").any() and runs.seed.nunique() < MIN_SEEDS:
+                problems.append(f"{problem}: the {prior} baseline has {runs.seed.nunique()} seed(s), its bar needs {MIN_SEEDS}")
+    unknown = sorted(set(table.status) - statuses)
+    if unknown:
+        problems.append(f"unknown statuses {unknown}")
+    silent = table[(table.status != "ok") & ~table.message.map(lambda m: isinstance(m, str) and len(m) > 0)]
+    if len(silent):
+        problems.append(f"{len(silent)} row(s) not ok without a message")
+    ran = table[table.status.isin(["ok", "below_quality"])]
+    if not np.isfinite(ran.test_ll.astype(float)).all():
+        problems.append("a run that ran has a non-finite test_ll")
+    if len(table) and not (assess(table).status.values == table.status.values).all():
+        problems.append("stored statuses differ from what the quality rule gives today (rerun examples/reference_matrix.py: it resumes from its runs files)")
+    return problems
+
+
 # -- the whole matrix ---------------------------------------------------------------------------
 
 #: the CSV's columns, in order

@@ -175,7 +175,7 @@ def test_examples_recipes_and_pyrozoo_write_results_only_through_atomic():
     """Every CSV, Markdown, JSON and figure the examples, the recipes and the package write goes
     through :mod:`pyrozoo.atomic` (a full disk or a kill then leaves the previous file, never
     half of a new one, for ``--resume`` to take as a result)."""
-    files = sorted([*ROOT.glob("examples/*.py"), *ROOT.glob("recipes/**/*.py"), *ROOT.glob("pyrozoo/**/*.py")])
+    files = sorted([*ROOT.glob("examples/*.py"), *ROOT.glob("recipes/**/*.py"), *ROOT.glob("pyrozoo/**/*.py"), *ROOT.glob("tools/*.py")])
     assert any(path.parent.name == "recipes" for path in files)
     assert len(files) > 50
     offenders = [

@@ -120,10 +120,10 @@ def test_the_library_has_no_recipes_and_no_repository_layout():
 
 
 def test_examples_and_recipes_edit_no_sys_path():
-    """Examples import the installed ``pyrozoo`` and ``recipes``, never a folder put on ``sys.path``."""
+    """Examples and tools import the installed ``pyrozoo`` and ``recipes``, never a folder put on ``sys.path``."""
     offenders = [
         f"{path.relative_to(ROOT)}:{line}: {code}"
-        for folder in ("examples", "recipes")
+        for folder in ("examples", "recipes", "tools")
         for path in _modules(ROOT / folder)
         for line, code in sys_path_edits(path.read_text(), str(path))
     ]
