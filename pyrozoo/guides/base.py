@@ -26,6 +26,8 @@ from pyro.distributions import constraints
 from pyro.distributions.transforms import biject_to
 from pyro.infer.autoguide import AutoGuide
 from pyro.infer.autoguide.initialization import InitMessenger, init_to_median
+from pyro.poutine.messenger import Messenger
+from pyro.poutine.util import site_is_subsample
 
 from pyrozoo.distributions import ARDNormal, LogScaleNormal, LogUniformImproper, SSGLExpectedLogDensity
 from pyrozoo.models.priors import INIT_VALUE_KEY
@@ -157,6 +159,19 @@ class _InitUnsampleable(InitMessenger):
             super()._pyro_sample(msg)
 
 
+class _ObservedNames(Messenger):
+    """Notes the names of the observed sample sites that pass (AutoGuide's set-up hides them
+    from its prototype trace; prediction needs to know which sites the guide was fitted to)."""
+
+    def __init__(self, names: list):
+        super().__init__()
+        self.names = names
+
+    def _pyro_sample(self, msg):
+        if msg["is_observed"] and not site_is_subsample(msg) and msg["name"] not in self.names:
+            self.names.append(msg["name"])
+
+
 def param_key(name: str) -> str:
     """Site name -> ``nn.ParameterDict`` key (which may not contain ".")."""
     return name.replace(".", "__")
@@ -226,11 +241,13 @@ class SitewiseGuide(AutoGuide):
         # Improper priors (log-uniform, ARD) cannot be sampled: those sites alone are traced at
         # their initial values (others are drawn, as Pyro's AutoGuide draws them).
         (model,) = self._model
-        self._model = (_InitUnsampleable(self.init_loc_fn)(model),)
+        observed: list = []
+        self._model = (_ObservedNames(observed)(_InitUnsampleable(self.init_loc_fn)(model)),)
         try:
             super()._setup_prototype(*args, **kwargs)
         finally:
             self._model = (model,)
+        self._observed = tuple(observed)
         # every pairing is checked before any parameter exists: a refused guide stays unset
         try:
             transforms = {
@@ -328,6 +345,12 @@ class SitewiseGuide(AutoGuide):
         if self.prototype_trace is None:
             raise RuntimeError("the guide has not been set up yet: call it once with the model's arguments")
         return dict(self._sites)
+
+    @property
+    def observed_sites(self) -> tuple:
+        """Names of the sites the model observed when this guide was set up (the data it was
+        fitted to): the sites :func:`~pyrozoo.inference.predict` predicts by default."""
+        return getattr(self, "_observed", ())
 
     @property
     def hidden_sites(self) -> frozenset:

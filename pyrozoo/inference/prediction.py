@@ -4,20 +4,21 @@ import math
 import operator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Sequence
 
 import pyro
 import torch
 from pyro import poutine
 from pyro.infer import Predictive
 from pyro.infer.autoguide import AutoGuideList
-from pyro.infer.autoguide.initialization import InitMessenger, init_to_sample
+from pyro.infer.autoguide.initialization import InitMessenger
 from pyro.poutine.util import site_is_subsample
 
 from pyrozoo import metrics
 from pyrozoo.data.validation import check_finite, check_nonempty, check_positive_finite
 from pyrozoo.models.likelihoods import Categorical, Gaussian, PosteriorPredictive
 from pyrozoo.utils import evaluation_mode, rng_states_kept
+from pyrozoo.inference.site_predictive import init_to_sample_or_network
 
 
 @dataclass
@@ -74,20 +75,8 @@ def _latent_names(model, x) -> list:
     return [name for name, _ in likelihood.latent_sites(x[:1]).values()]
 
 
-def _init_to_sample_or_network(site):
-    """A prior sample, or the network's own value where the prior is improper and cannot be
-    sampled (log-uniform, ARD): ``Predictive`` runs the model once unconditioned to learn
-    its sites' shapes. Sites the guide covers are then overwritten by its draws (and sites it
-    does not cover are refused for such priors, see :func:`check_posterior_matches_model`)."""
-    from pyrozoo.guides.base import cannot_be_sampled, init_to_network
-
-    if cannot_be_sampled(site["fn"]):
-        return init_to_network(site, fallback=init_to_sample)
-    return init_to_sample(site)
-
-
 @torch.no_grad()
-def posterior_samples(model, guide, x: torch.Tensor, num_samples: int = 100, batch_size: Optional[int] = None, *, samples: Optional[Dict[str, torch.Tensor]] = None) -> Dict[str, torch.Tensor]:
+def posterior_samples(model, guide, x: torch.Tensor, num_samples: int = 100, batch_size: Optional[int] = None, *, samples: Optional[Dict[str, torch.Tensor]] = None, obs=None) -> Dict[str, torch.Tensor]:
     """Network outputs (``"_RETURN"``, shape ``(S, n, ...)``) and the likelihood's latent
     variables under ``num_samples`` draws from the guide, via Pyro's ``Predictive``.
 
@@ -102,15 +91,45 @@ def posterior_samples(model, guide, x: torch.Tensor, num_samples: int = 100, bat
     Before sampling, the inputs are checked (a non-empty tensor without NaN/inf) and so is
     the posterior against the model (:func:`check_posterior_matches_model`): a guide or
     ``samples`` fitted to another model raise a ``ValueError`` instead of predicting.
+
+    Any other Pyro model (``model(x, y=None)``, a ``PyroModule``): ``{site: (S, n, ...)}``,
+    the predictive draws of its observed sites (``obs``: their names; default: the sites
+    the guide was fitted to observe, :mod:`pyrozoo.inference.site_predictive`).
     """
     _check_arguments("posterior_samples", x, num_samples, batch_size)
+    if _has_no_likelihood(model):
+        sites = _site_draws("posterior_samples", model, guide, x, num_samples, batch_size, samples, obs=obs)
+        return {name: d.stacked("values") for name, d in sites.items()}
     check_posterior_matches_model(model, guide, x, samples=samples)
     return _posterior_samples(model, guide, x, num_samples, batch_size, samples)
 
 
+def _has_no_likelihood(model) -> bool:
+    """Any Pyro model but a :class:`~pyrozoo.models.BayesianNeuralNetwork` (or another model
+    with a pyrozoo :class:`~pyrozoo.models.Likelihood`): predicted through its observed sites
+    (:mod:`pyrozoo.inference.site_predictive`)."""
+    return getattr(model, "likelihood", None) is None
+
+
+def _site_draws(caller, model, guide, x, num_samples, batch_size, samples, *, y=None, obs=None):
+    """The general path: which sites to predict, the posterior checked against the model
+    without them, then their draws at ``x`` (and, given ``y``, their log-densities)."""
+    from pyrozoo.inference import site_predictive as sp
+
+    if guide is not None and samples is None and getattr(guide, "prototype_trace", True) is None:
+        raise ValueError(
+            f"{caller}: the guide ({type(guide).__name__}) has not been fitted to this model yet (it sets itself up on its first "
+            "call): fit it first, e.g. fit(model, guide, (x, y), ...) or SVI, so that it knows which sites the model observes")
+    names = sp.observed_names(model, guide, x, y, obs=obs, samples=samples)
+    if not names:
+        raise ValueError(f"{caller}: the model observes no site at these inputs, so there is nothing to predict; name the observed site(s) with obs=[...]")
+    check_posterior_matches_model(model, guide, x, samples=samples, observed=names)
+    return sp.draw_sites(model, guide, x, names, num_samples, y=y, samples=samples, batch_size=batch_size)
+
+
 def _posterior_samples(model, guide, x, num_samples, batch_size, samples):
     names = _latent_names(model, x)
-    model_fn = InitMessenger(_init_to_sample_or_network)(model)
+    model_fn = InitMessenger(init_to_sample_or_network)(model)
     if samples is not None:
         draws = samples
     elif not batch_size or batch_size >= len(x):
@@ -126,12 +145,22 @@ def _posterior_samples(model, guide, x, num_samples, batch_size, samples):
 
 
 @torch.no_grad()
-def predict(model, guide, x: torch.Tensor, num_samples: int = 100, batch_size: Optional[int] = None, *, samples: Optional[Dict[str, torch.Tensor]] = None) -> PosteriorPredictive:
+def predict(model, guide, x: torch.Tensor, num_samples: int = 100, batch_size: Optional[int] = None, *, samples: Optional[Dict[str, torch.Tensor]] = None, obs=None) -> PosteriorPredictive:
     """Posterior predictive mean, standard deviation and samples (see
     :class:`~pyrozoo.models.PosteriorPredictive`) from the model's likelihood
     (``samples``: fixed latent values instead of guide draws, see :func:`posterior_samples`,
-    which also lists the checks of the inputs and the posterior)."""
+    which also lists the checks of the inputs and the posterior).
+
+    Any other Pyro model: the same summary of its observed site (``obs``), read off the
+    site's own distribution under each draw (classification sites: class probabilities;
+    others: mean and total standard deviation); a dict of them for several observed sites."""
     _check_arguments("predict", x, num_samples, batch_size)
+    if _has_no_likelihood(model):
+        from pyrozoo.inference.site_predictive import predictive_summary
+
+        sites = _site_draws("predict", model, guide, x, num_samples, batch_size, samples, obs=obs)
+        summaries = {name: predictive_summary(d) for name, d in sites.items()}
+        return next(iter(summaries.values())) if len(summaries) == 1 else summaries
     check_posterior_matches_model(model, guide, x, samples=samples)
     samples = _posterior_samples(model, guide, x, num_samples, batch_size, samples)
     return model.likelihood.aggregate(samples["_RETURN"], _likelihood_latents(model, samples, x))
@@ -142,7 +171,7 @@ def _likelihood_latents(model, samples, x) -> dict:
 
 
 @torch.no_grad()
-def evaluate(model, guide, x: torch.Tensor, y: torch.Tensor, num_samples: int = 100, batch_size: Optional[int] = None, y_scale: float = 1.0, y_shift: float = 0.0, *, samples: Optional[Dict[str, torch.Tensor]] = None) -> Dict[str, float]:
+def evaluate(model, guide, x: torch.Tensor, y: torch.Tensor, num_samples: int = 100, batch_size: Optional[int] = None, y_scale: float = 1.0, y_shift: float = 0.0, *, samples: Optional[Dict[str, torch.Tensor]] = None, obs=None) -> Dict[str, float]:
     """Test metrics from ``num_samples`` posterior draws.
 
     Regression (:class:`~pyrozoo.models.Gaussian`): ``rmse`` and ``test_ll`` (mean per
@@ -156,12 +185,23 @@ def evaluate(model, guide, x: torch.Tensor, y: torch.Tensor, num_samples: int = 
     inputs and targets of different lengths, a ``y_scale`` that is not positive and finite,
     class labels outside ``[0, K - 1]`` for a network with ``K`` outputs, and a guide (or
     ``samples``) fitted to a different model (see :func:`check_posterior_matches_model`).
+
+    Any other Pyro model, called as ``model(x, y)``: ``test_ll`` is the mean over examples
+    of ``log (1/S) sum_s p(y_i | theta_s)`` from its observed sites' own ``log_prob`` (a
+    Poisson, Student-t or mixture likelihood is scored by its density), with ``rmse`` for
+    real-valued or count sites and ``accuracy``, ``error`` and ``ece`` for Categorical and
+    Bernoulli ones (:func:`pyrozoo.inference.site_predictive.site_metrics`).
     """
     _check_arguments("evaluate", x, num_samples, batch_size)
     _check_targets(x, y)
     check_positive_finite("evaluate: y_scale", y_scale, "it is the standard deviation the targets were divided by when standardised as (y - y_shift) / y_scale; pass the training targets' (nonzero) standard deviation, or 1.0 for targets in original units")
     if not math.isfinite(float(y_shift)):  # (a non-number fails here as it did below)
         raise ValueError(f"evaluate: y_shift must be finite, got {float(y_shift)} (the mean the targets were standardised with, or 0.0)")
+    if _has_no_likelihood(model):
+        from pyrozoo.inference.site_predictive import site_metrics
+
+        sites = _site_draws("evaluate", model, guide, x, num_samples, batch_size, samples, y=y, obs=obs)
+        return site_metrics(sites, y_scale, y_shift)
     likelihood = model.likelihood
     output = check_posterior_matches_model(model, guide, x, samples=samples)
     if isinstance(likelihood, Categorical) and torch.is_tensor(output) and output.dim() >= 1:
@@ -309,7 +349,7 @@ def check_training_labels(model, x: torch.Tensor, y: torch.Tensor) -> None:
     if not isinstance(likelihood, Categorical):
         return
     with _side_effect_free(model), torch.no_grad():
-        output = InitMessenger(_init_to_sample_or_network)(model)(x[:2])  # (improper priors are not drawn from)
+        output = InitMessenger(init_to_sample_or_network)(model)(x[:2])  # (improper priors are not drawn from)
     if torch.is_tensor(output) and output.dim() >= 1:
         likelihood.check_labels(y, output.shape[-1])
 
@@ -363,8 +403,25 @@ def _innermost(fn):
     return fn
 
 
+def _check_rows(model, x, likelihood):
+    """``(head, args, kwargs)``: the first rows of ``x`` the check traces the model on, and
+    the call. A pyrozoo likelihood's model takes ``model(head)``; any other model is called
+    as prediction calls it (:func:`~pyrozoo.inference.site_predictive.model_call`), on as
+    many rows as a self-subsampled data plate holds (Pyro refuses fewer)."""
+    from pyrozoo.inference import site_predictive as sp
+
+    if likelihood is not None:
+        head = x[: min(len(x), 2)]
+        return head, (head,), {}
+    args, kwargs = sp.model_call(model, x)
+    plate = sp.data_plate(sp.probe_trace(model, *args, **kwargs), len(x))
+    head = x if plate.subsample_size else x[: min(len(x), 2)]
+    args, kwargs = sp.model_call(model, head)
+    return head, args, kwargs
+
+
 @torch.no_grad()
-def check_posterior_matches_model(model, guide, x: torch.Tensor, *, samples: Optional[Dict[str, torch.Tensor]] = None):
+def check_posterior_matches_model(model, guide, x: torch.Tensor, *, samples: Optional[Dict[str, torch.Tensor]] = None, observed: Sequence[str] = ()):
     """Raises ``ValueError`` when the posterior does not belong to ``model``: a guide (or
     ``samples``, or a :class:`~pyrozoo.inference.SampleGuide`'s stored samples) fitted to
     another model, e.g. a network of another width. Pyro would replay such values into the
@@ -380,20 +437,27 @@ def check_posterior_matches_model(model, guide, x: torch.Tensor, *, samples: Opt
     provide, as prediction would have to draw it from that prior. The random
     streams and the modules' state are left as they were.
 
+    ``observed``: sites of a model without a pyrozoo likelihood that are its observations
+    (predicted, not covered by the posterior); a model that subsamples itself is traced on as
+    many rows as its subsample holds.
+
     :returns: the model's output on those rows (its last dimension is a classifier's
         number of classes), or ``None`` where the model returns no tensor.
     """
     from pyrozoo.inference.sample_storage import SampleGuide
 
-    head = x[: min(len(x), 2)]
     likelihood = getattr(model, "likelihood", None)
     obs_name = getattr(likelihood, "name", None)
     data_plate = getattr(likelihood, "plate_name", None)
-    model_fn = InitMessenger(_init_to_sample_or_network)(model)
+    from pyrozoo.inference.calling import check_data_matches_model
+
+    check_data_matches_model(model, x, "prediction")
+    model_fn = InitMessenger(init_to_sample_or_network)(model)
     _check_point_estimates(model)
     with _side_effect_free(model):
+        head, model_args, model_kwargs = _check_rows(model, x, likelihood)
         # (the model's own errors on x, e.g. a wrong number of features, surface as they are)
-        model_trace = poutine.trace(model_fn).get_trace(head)
+        model_trace = poutine.trace(model_fn).get_trace(*model_args, **model_kwargs)
         if samples is not None or isinstance(guide, SampleGuide):
             stored = samples if samples is not None else guide.samples
             source = "the posterior samples" if samples is not None else "the SampleGuide's samples"
@@ -427,13 +491,13 @@ def check_posterior_matches_model(model, guide, x: torch.Tensor, *, samples: Opt
         raise ValueError(f"the model does not sample the latent site(s) {extra} of {source} (the model's latent sites: {latent}): {advice}")
     for name, shape in values.items():
         site = model_sites[name]
-        if name == obs_name or site["is_observed"] or not _is_global(site, data_plate):
+        if name == obs_name or name in observed or site["is_observed"] or not _is_global(site, data_plate):
             continue
         if not _fits(shape, site):
             expected = tuple(site["fn"].batch_shape + site["fn"].event_shape)
             raise ValueError(f"site {name!r} has shape {tuple(shape)} in {source} but {expected} in the model: {advice}")
     if hidden is not None:
-        missing = [name for name, site in model_sites.items() if not site["is_observed"] and name != obs_name and name not in values and name not in hidden]
+        missing = [name for name, site in model_sites.items() if not site["is_observed"] and name != obs_name and name not in observed and name not in values and name not in hidden]
         if missing:
             raise ValueError(
                 f"the model samples latent site(s) {missing} that {source} does not cover: {advice} "

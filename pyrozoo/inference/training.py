@@ -17,6 +17,7 @@ from pyrozoo.data.batching import TensorBatches
 from pyrozoo.data.validation import check_finite
 from pyrozoo.distributed import resolve as resolve_parallel
 from pyrozoo.inference.diagnostics import CHECK_EXAMPLES, RunMonitor, all_finite, posterior_check, with_events
+from pyrozoo.inference.calling import check_data_matches_model, model_call_of
 from pyrozoo.inference.elbo import ClosedFormKL_ELBO
 from pyrozoo.inference.loop import EpochLoop
 from pyrozoo.inference.prediction import check_training_labels
@@ -89,7 +90,7 @@ def fit(
     *,
     epochs: int,
     objective: Optional[ELBO] = None,
-    batch_size: int = 128,
+    batch_size: Optional[int] = 128,
     lr: float = 1e-3,
     optimizer: Optional[Callable[[list], torch.optim.Optimizer]] = None,
     lr_schedule: Optional[Callable[[int], float]] = None,
@@ -112,12 +113,17 @@ def fit(
     gradient estimator, back-propagate, step one optimizer over all parameters. The loss
     stays on the device; it is read once per epoch (no per-step host synchronisation).
 
-    :param model: a Pyro model called as ``model(x, y, subsample)``.
+    :param model: any Pyro model, written as Pyro documents it (:mod:`pyrozoo.inference.calling`):
+        ``model(x, y)`` with ``pyro.plate("data", len(x))`` (minibatched, its data plate scaled
+        by ``N / B``), ``model(x, y)`` with ``pyro.plate("data", len(x), subsample_size=B)``
+        (given all the data, it subsamples itself), or ``model(x, y, subsample=idx)`` (given
+        the minibatch and its indices, as :class:`~pyrozoo.models.BayesianNeuralNetwork`).
     :param guide: a guide with the same signature.
     :param data: ``(x, y)`` tensors, or a :class:`~pyrozoo.data.TensorBatches`.
     :param int epochs: total number of epochs (including those done before a resume).
     :param objective: the ELBO (default :class:`ClosedFormKL_ELBO`).
-    :param int batch_size: minibatch size when ``data`` are tensors.
+    :param int batch_size: minibatch size when ``data`` are tensors (``None``: all the data at
+        each step; a model that subsamples itself uses its own ``subsample_size``).
     :param float lr: learning rate of the default optimizer.
     :param optimizer: ``params -> torch.optim.Optimizer`` (default: fused Adam).
     :param lr_schedule: ``epoch -> multiplier`` of the initial learning rate.
@@ -173,10 +179,13 @@ def fit(
     if seed is not None:
         set_seed(seed)
 
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
+        raise ValueError(f"batch_size must be a positive int, or None to train on all the data at each step, got {batch_size!r}")
     if isinstance(data, TensorBatches):
         batches = data  # keeps its own shuffling generator: ``seed`` does not reseed it
         for name, t in zip(("x", "y"), batches.tensors):
             check_finite(f"training {name}", t)
+        call = model_call_of(model, *batches.tensors[:2], batches.batch_size)
     else:
         if len(data) != 2:
             raise ValueError("data must be (x, y) tensors or a TensorBatches")
@@ -185,10 +194,17 @@ def fit(
             if not torch.is_tensor(t):
                 raise TypeError(f"{name} must be a tensor, got {type(t).__name__}")
             check_finite(f"training {name}", t)
-        batches = TensorBatches(x, y, batch_size=batch_size, seed=seed if seed is not None else 0)
+        check_data_matches_model(model, x)
+        call = model_call_of(model, x, y, batch_size)
+        # a model that subsamples itself takes its own B per step: an epoch is ceil(N / B) of them
+        batches = TensorBatches(x, y, batch_size=call.batch_size or len(x), seed=seed if seed is not None else 0)
     if parallel is not None:
+        if call.kind != "subsample":
+            raise ValueError(f"distributed training splits each minibatch over the ranks by its indices, which a model called as {call.kind!r} "
+                             "does not take: write it as model(x, y, subsample=idx) with pyro.plate('data', N, subsample=idx)")
         batches = parallel.batches(batches)  # this rank's part of every global batch; n stays global
     batches.to(device)
+    call.data = tuple(batches.tensors[:2])
     likelihood = getattr(model, "likelihood", None)
     if likelihood is not None and likelihood.dataset_size is None:
         likelihood.dataset_size = batches.n
@@ -198,7 +214,7 @@ def fit(
     first = next(iter(TensorBatches(*batches.tensors, batch_size=batches.batch_size, shuffle=False)))
     if getattr(guide, "prototype_trace", True) is None:
         with poutine.block():
-            guide(*first)  # creates the guide's parameters from a trace of the model
+            guide(*call.args(first))  # creates the guide's parameters from a trace of the model
     if isinstance(guide, torch.nn.Module):
         guide.to(device)
     check_training_labels(model, *batches.tensors[:2])
@@ -224,7 +240,8 @@ def fit(
     saved = loop.load(map_location=device)
     if saved is not None:
         _load_modules(saved, model, guide)
-    params = collect_parameters(model, guide, objective, first)
+    with call.handler(first):
+        params = collect_parameters(model, guide, objective, call.args(first))
     opt = (optimizer or (lambda p: default_optimizer(p, lr)))(params)
     base_lrs = [group["lr"] for group in opt.param_groups]
     if saved is not None:
@@ -246,7 +263,8 @@ def fit(
         figures = {}
         for b, batch in enumerate(batches):
             kl_scale = kl_schedule(epoch, b, num_batches) if kl_schedule is not None else 1.0
-            loss = training_step(model, guide, objective, opt, batch, kl_scale=kl_scale, estimator=estimator, params=params, max_grad_norm=max_grad_norm, parallel=parallel)
+            with call.handler(batch):
+                loss = training_step(model, guide, objective, opt, call.args(batch), kl_scale=kl_scale, estimator=estimator, params=params, max_grad_norm=max_grad_norm, parallel=parallel)
             total += loss
             if epoch == 0 and b == 0:  # the divergence rule's earliest loss
                 figures.update(initial_energy=loss, initial_group=kl_scale)
@@ -272,7 +290,7 @@ def fit(
         check = TensorBatches(*batches.tensors, batch_size=min(batches.n, CHECK_EXAMPLES), shuffle=False)
         with rng_states_kept():
             try:
-                figures = posterior_check(model, guide, next(iter(check)))
+                figures = posterior_check(model, guide, call.args(next(iter(check))))
             except Exception as e:  # noqa: BLE001 - a check that cannot run must not lose the fitted run
                 figures = {"skipped": f"{type(e).__name__}: {e}"}
         loop.watch.check_final(history, figures, epoch=history[-1]["epoch"], step=history[-1]["epoch"] * num_batches)

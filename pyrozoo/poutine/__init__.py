@@ -1,7 +1,9 @@
-"""Effect handlers: variance reduction (local reparameterization, flipout) and objective scaling."""
+"""Effect handlers: variance reduction (local reparameterization, flipout), objective scaling and
+subsampling a model's plates from outside it."""
 
 from pyrozoo.poutine.latent_scale import LatentScaleMessenger, latent_scale
 from pyrozoo.poutine.stack import ActiveHandlers, active_handlers
+from pyrozoo.poutine.subsample import PlateScaleMessenger, SubsampleIndicesMessenger, plate_scale, subsample_indices
 from pyrozoo.poutine.weight_noise import (
     FlipoutMessenger,
     LocalReparameterizationMessenger,
@@ -28,6 +30,10 @@ __all__ = [
     "weight_means",
     "LatentScaleMessenger",
     "latent_scale",
+    "SubsampleIndicesMessenger",
+    "subsample_indices",
+    "PlateScaleMessenger",
+    "plate_scale",
     "ActiveHandlers",
     "active_handlers",
 ]

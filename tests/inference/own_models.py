@@ -1,0 +1,117 @@
+"""A user's own Pyro models, written the way Pyro documents them (issue 42): functions
+``model(x, y=None)`` and ``PyroModule``s with ``PyroSample`` weights, with a full data plate
+or one that subsamples itself. Each case knows what an exact answer is where one exists.
+
+:data:`CASES` is the registry the calling-convention and prediction tests run over; every
+model has a twin written with the other plate style (:attr:`OwnModel.twin`), so prediction on
+a self-subsampling model can be checked against the same model on a full plate, exactly.
+"""
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import pyro
+import pyro.distributions as dist
+import torch
+from pyro.nn import PyroModule, PyroSample
+
+from pyrozoo.data import linear_regression
+
+PROBLEM = linear_regression(n=120, d=3, noise_scale=0.5, prior_scale=1.0, orthogonal=True, seed=3, dtype=torch.float32)
+SUBSAMPLE = 32
+
+
+def linear(x, y=None, subsample_size=None):
+    """Conjugate linear regression with known noise: the exact posterior is Gaussian."""
+    w = pyro.sample("w", dist.Normal(torch.zeros(x.shape[1]), PROBLEM.prior_scale).to_event(1))
+    with pyro.plate("data", len(x), subsample_size=subsample_size) as idx:
+        return pyro.sample("y", dist.Normal(x[idx] @ w, PROBLEM.noise_scale), obs=None if y is None else y[idx])
+
+
+def poisson_glm(x, y=None, subsample_size=None):
+    """Poisson regression with a log link."""
+    w = pyro.sample("w", dist.Normal(torch.zeros(x.shape[1]), 1.0).to_event(1))
+    with pyro.plate("data", len(x), subsample_size=subsample_size) as idx:
+        return pyro.sample("y", dist.Poisson((x[idx] @ w).exp()), obs=None if y is None else y[idx])
+
+
+def heteroscedastic(x, y=None, subsample_size=None):
+    """A mean and a log-scale, both linear in x."""
+    w = pyro.sample("w", dist.Normal(torch.zeros(x.shape[1]), 1.0).to_event(1))
+    v = pyro.sample("v", dist.Normal(torch.zeros(x.shape[1]), 0.5).to_event(1))
+    with pyro.plate("data", len(x), subsample_size=subsample_size) as idx:
+        return pyro.sample("y", dist.Normal(x[idx] @ w, (x[idx] @ v).exp()), obs=None if y is None else y[idx])
+
+
+def logistic(x, y=None, subsample_size=None):
+    """Binary logistic regression (a Bernoulli site: scored as classification)."""
+    w = pyro.sample("w", dist.Normal(torch.zeros(x.shape[1]), 1.0).to_event(1))
+    with pyro.plate("data", len(x), subsample_size=subsample_size) as idx:
+        return pyro.sample("y", dist.Bernoulli(logits=x[idx] @ w), obs=None if y is None else y[idx])
+
+
+class MLPRegression(PyroModule):
+    """A PyroModule MLP with PyroSample weights and a learned noise scale, subsampling itself."""
+
+    def __init__(self, d: int, hidden: int = 8, subsample_size: Optional[int] = SUBSAMPLE):
+        super().__init__()
+        self.subsample_size = subsample_size
+        self.fc1 = PyroModule[torch.nn.Linear](d, hidden)
+        self.fc1.weight = PyroSample(dist.Normal(0.0, 1.0).expand([hidden, d]).to_event(2))
+        self.fc1.bias = PyroSample(dist.Normal(0.0, 1.0).expand([hidden]).to_event(1))
+        self.fc2 = PyroModule[torch.nn.Linear](hidden, 1)
+        self.fc2.weight = PyroSample(dist.Normal(0.0, 1.0).expand([1, hidden]).to_event(2))
+        self.fc2.bias = PyroSample(dist.Normal(0.0, 1.0).expand([1]).to_event(1))
+
+    def forward(self, x, y=None):
+        sigma = pyro.sample("sigma", dist.HalfNormal(1.0))
+        # (the PyroSample weights are drawn where first read: outside the plate, as globals)
+        mean = self.fc2(torch.tanh(self.fc1(x))).squeeze(-1)
+        with pyro.plate("data", len(x), subsample_size=self.subsample_size) as idx:
+            return pyro.sample("y", dist.Normal(mean[idx], sigma), obs=None if y is None else y[idx])
+
+
+@dataclass
+class OwnModel:
+    name: str
+    #: the model with a full data plate, and the same model subsampling itself
+    full: Callable
+    twin: Callable
+    x: torch.Tensor
+    y: torch.Tensor
+
+
+def _with(fn, size):
+    def model(x, y=None):
+        return fn(x, y, subsample_size=size)
+
+    model.__name__ = f"{fn.__name__}_{'full' if size is None else 'subsampled'}"
+    return model
+
+
+def _targets(name: str, x: torch.Tensor) -> torch.Tensor:
+    g = torch.Generator().manual_seed(11)
+    w = torch.tensor([0.8, -0.5, 0.3])
+    if name == "poisson_glm":
+        return torch.poisson((x @ w).exp(), generator=g)
+    if name == "logistic":
+        return torch.bernoulli(torch.sigmoid(3 * x @ w), generator=g)
+    if name == "heteroscedastic":
+        return x @ w + (0.3 * x[:, 0]).exp() * torch.randn(len(x), generator=g)
+    return torch.tanh(x @ w) + 0.2 * torch.randn(len(x), generator=g)
+
+
+def case(name: str) -> OwnModel:
+    """The registry's model ``name``, built fresh (a PyroModule is stateful)."""
+    x = PROBLEM.x
+    if name == "linear":
+        return OwnModel(name, _with(linear, None), _with(linear, SUBSAMPLE), x, PROBLEM.y)
+    if name == "mlp_pyromodule":
+        pyro.set_rng_seed(0)
+        return OwnModel(name, MLPRegression(x.shape[1], subsample_size=None), MLPRegression(x.shape[1]), x, _targets(name, x))
+    fn = {"poisson_glm": poisson_glm, "heteroscedastic": heteroscedastic, "logistic": logistic}[name]
+    return OwnModel(name, _with(fn, None), _with(fn, SUBSAMPLE), x, _targets(name, x))
+
+
+#: the registry: every case's name
+CASES = ("linear", "poisson_glm", "heteroscedastic", "logistic", "mlp_pyromodule")

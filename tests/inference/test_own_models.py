@@ -1,0 +1,199 @@
+"""A user's own Pyro model through fit, predict and evaluate (issue 42): the calling convention
+is read off the model (a full data plate is minibatched and scaled, a plate with
+``subsample_size`` subsamples itself, ``subsample=`` gets the minibatch), prediction finds the
+observed sites and scores them by their own density. Answers are exact where they can be: the
+conjugate posterior predictive, hand-written log-densities, a self-subsampling model against
+its full-plate twin under the same draws."""
+
+import math
+
+import pyro
+import pyro.distributions as dist
+import pytest
+import torch
+from pyro import poutine
+
+from pyrozoo.guides import DeltaGuide, MeanFieldNormalGuide
+from pyrozoo.inference import evaluate, fit, posterior_samples, predict
+from pyrozoo.inference.calling import CONTRACT, model_call_of
+from pyrozoo.poutine import plate_scale, subsample_indices
+from tests.inference.cases import linear_regression_model
+from tests.inference.own_models import CASES, PROBLEM, SUBSAMPLE, case
+
+
+def _prior_draws(model, x, num):
+    """``num`` joint prior draws of the model's latent sites, stacked."""
+    draws = [poutine.trace(model).get_trace(x) for _ in range(num)]
+    names = [k for k, s in draws[0].nodes.items() if s["type"] == "sample" and not s["is_observed"] and k not in ("data", "y")]
+    return {k: torch.stack([t.nodes[k]["value"] for t in draws]) for k in names}
+
+
+# -- the calling convention ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", CASES)
+def test_the_convention_is_read_off_the_model(name):
+    c = case(name)
+    assert model_call_of(c.full, c.x, c.y, 16).kind == "minibatch"
+    assert model_call_of(c.full, c.x, c.y, None).kind == "full-batch"
+    sub = model_call_of(c.twin, c.x, c.y, 16)
+    assert (sub.kind, sub.batch_size) == ("self-subsampling", SUBSAMPLE)
+    bnn = linear_regression_model(PROBLEM, dtype=torch.float32)
+    assert model_call_of(bnn, c.x, c.y, 16).kind == "subsample"
+
+
+def test_a_model_that_cannot_be_called_with_x_and_y_names_the_contract():
+    def model(x):
+        pyro.sample("w", dist.Normal(0.0, 1.0))
+
+    with pytest.raises(TypeError, match="cannot be called as model\\(x, y\\)") as info:
+        fit(model, MeanFieldNormalGuide(model), (PROBLEM.x, PROBLEM.y), epochs=1, progress=False)
+    assert CONTRACT in str(info.value)
+
+
+def test_minibatching_per_example_latents_or_a_model_without_a_data_plate_is_refused_with_the_fix():
+    def local(x, y=None):
+        with pyro.plate("data", len(x)):
+            z = pyro.sample("z", dist.Normal(0.0, 1.0))
+            pyro.sample("y", dist.Normal(z, 1.0), obs=y)
+
+    with pytest.raises(ValueError, match="per example.*subsample_size=16.*batch_size=None"):
+        model_call_of(local, PROBLEM.x, PROBLEM.y, 16)
+
+    def no_plate(x, y=None):
+        w = pyro.sample("w", dist.Normal(torch.zeros(3), 1.0).to_event(1))
+        pyro.sample("y", dist.Normal(x @ w, 1.0).to_event(1), obs=y)
+
+    with pytest.raises(ValueError, match="no plate over the 120 examples.*batch_size=None"):
+        model_call_of(no_plate, PROBLEM.x, PROBLEM.y, 16)
+    assert model_call_of(no_plate, PROBLEM.x, PROBLEM.y, None).kind == "full-batch"
+
+
+def test_plate_scale_weights_the_data_plate_only_by_n_over_b():
+    c = case("heteroscedastic")
+    xb, yb = c.x[:20], c.y[:20]
+    plain = poutine.trace(c.full).get_trace(xb, yb)
+    with plate_scale("data", len(c.x) / 20):
+        scaled = poutine.trace(poutine.replay(c.full, trace=plain)).get_trace(xb, yb)
+    plain.compute_log_prob(), scaled.compute_log_prob()
+    assert torch.allclose(scaled.nodes["y"]["log_prob_sum"], plain.nodes["y"]["log_prob_sum"] * len(c.x) / 20)
+    assert torch.equal(scaled.nodes["w"]["log_prob_sum"], plain.nodes["w"]["log_prob_sum"])
+
+
+def test_subsample_indices_chooses_the_members_and_keeps_the_plate_scale():
+    idx = torch.arange(40, 40 + SUBSAMPLE)
+    c = case("linear")
+    with subsample_indices({"data": idx}):
+        trace = poutine.trace(c.twin).get_trace(c.x, c.y)
+    assert torch.equal(trace.nodes["y"]["value"], c.y[idx])
+    assert trace.nodes["y"]["scale"] == pytest.approx(len(c.x) / SUBSAMPLE)
+
+
+# -- prediction ----------------------------------------------------------------------------------
+
+def _hand_log_density(name, draws, x, y):
+    """``(S, n)`` log p(y_i | draw s) written out for the function models."""
+    w = draws["w"]
+    f = w @ x.T
+    if name == "linear":
+        return dist.Normal(f, PROBLEM.noise_scale).log_prob(y)
+    if name == "poisson_glm":
+        return y * f - f.exp() - torch.lgamma(y + 1)
+    if name == "logistic":
+        return -torch.nn.functional.binary_cross_entropy_with_logits(f, y.expand_as(f), reduction="none")
+    return dist.Normal(f, (draws["v"] @ x.T).exp()).log_prob(y)
+
+
+@pytest.mark.parametrize("name", [n for n in CASES if n != "mlp_pyromodule"])
+def test_test_ll_is_the_log_mean_exp_of_each_sites_own_density(name):
+    c = case(name)
+    pyro.set_rng_seed(1)
+    draws = _prior_draws(c.full, c.x, 7)
+    got = evaluate(c.full, None, c.x, c.y, num_samples=7, samples=draws)
+    lp = _hand_log_density(name, draws, c.x, c.y)
+    assert got["test_ll"] == pytest.approx(float((torch.logsumexp(lp, 0) - math.log(7)).mean()), rel=1e-5)
+    if name == "logistic":
+        probs = torch.sigmoid(draws["w"] @ c.x.T).mean(0)
+        assert got["accuracy"] == pytest.approx(float(((probs > 0.5).float() == c.y).float().mean()))
+        assert set(got) == {"test_ll", "accuracy", "error", "ece"}
+    else:
+        assert set(got) == {"test_ll", "rmse"}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_a_self_subsampling_model_predicts_every_example_once_as_its_full_plate_twin(name):
+    c = case(name)
+    pyro.set_rng_seed(2)
+    draws = _prior_draws(c.full, c.x, 5)
+    full = evaluate(c.full, None, c.x, c.y, num_samples=5, samples=draws)
+    sub = evaluate(c.twin, None, c.x, c.y, num_samples=5, samples=draws)
+    assert sub == pytest.approx(full, rel=1e-6)
+    a, b = predict(c.full, None, c.x, num_samples=5, samples=draws), predict(c.twin, None, c.x, num_samples=5, samples=draws)
+    assert torch.allclose(a.mean, b.mean, atol=1e-6) and torch.allclose(a.std, b.std, atol=1e-6)
+    assert posterior_samples(c.twin, None, c.x, num_samples=5, samples=draws)["y"].shape == (5, len(c.x))
+
+
+def test_the_conjugate_posterior_predictive_is_recovered_from_exact_draws():
+    """y* ~ N(x* mu, x* Sigma x*^T + sigma^2): predict's mean and total sd and evaluate's
+    test_ll from 4000 exact posterior draws, within Monte Carlo error of that many draws."""
+    c = case("linear")
+    mean, cov = PROBLEM.posterior()
+    num = 4000
+    torch.manual_seed(0)
+    w = torch.distributions.MultivariateNormal(mean, cov).sample((num,))
+    x, y = c.x[:40], c.y[:40]
+    pred = predict(c.full, None, x, num_samples=num, samples={"w": w})
+    exact_mean, exact_var = x @ mean, (x @ cov * x).sum(-1) + PROBLEM.noise_scale**2
+    f_sd = (x @ cov * x).sum(-1).sqrt()
+    assert ((pred.mean - exact_mean).abs() <= 4 * f_sd / math.sqrt(num)).all()
+    assert torch.allclose(pred.std, exact_var.sqrt(), rtol=0.02)
+    got = evaluate(c.full, None, x, y, num_samples=num, samples={"w": w})["test_ll"]
+    exact = float(dist.Normal(exact_mean, exact_var.sqrt()).log_prob(y).mean())
+    p = _hand_log_density("linear", {"w": w}, x, y).exp()
+    tolerance = 4 * float((p.std(0) / p.mean(0)).max()) / math.sqrt(num)
+    assert abs(got - exact) <= tolerance
+
+
+def test_predict_needs_a_fitted_guide_and_names_the_fix():
+    c = case("linear")
+    with pytest.raises(ValueError, match="has not been fitted.*fit\\(model, guide"):
+        predict(c.full, MeanFieldNormalGuide(c.full), c.x, num_samples=2)
+
+
+# -- fit under every convention ------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["minibatch", "self-subsampling", "full-batch"])
+def test_fit_recovers_the_conjugate_posterior_mean_under_every_convention(kind):
+    """A mean-field guide on the orthogonal design represents the exact posterior: its median
+    is the posterior mean, within one posterior sd after training (the prior's mean is 50 sd
+    away), whichever way the model meets its data."""
+    pyro.clear_param_store()
+    c = case("linear")
+    model = c.twin if kind == "self-subsampling" else c.full
+    guide = MeanFieldNormalGuide(model)
+    full = kind == "full-batch"  # the same 600 steps: one per epoch, or four minibatches of 30
+    epochs = 600 if full else 150
+    # Adam's steps jitter the locations by about the learning rate: decayed to 1e-3 at the end
+    history = fit(model, guide, (c.x, c.y), epochs=epochs, batch_size=None if full else 30, lr=0.05, lr_schedule=lambda e: 0.02 ** (e / epochs), seed=0, progress=False)
+    assert history.attrs["status"] == "ok"
+    mean, cov = PROBLEM.posterior()
+    assert ((guide.median()["w"] - mean).abs() <= cov.diagonal().sqrt()).all(), (guide.median()["w"], mean)
+    scores = evaluate(model, guide, c.x, c.y, num_samples=50)
+    assert math.isfinite(scores["test_ll"]) and scores["rmse"] < 1.0
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_fit_predict_and_evaluate_run_on_every_own_model(name):
+    pyro.clear_param_store()
+    c = case(name)
+    guide = DeltaGuide(c.twin)
+    fit(c.twin, guide, (c.x, c.y), epochs=3, lr=0.01, seed=0, progress=False)
+    pred = predict(c.twin, guide, c.x, num_samples=3)
+    assert pred.mean.shape[0] == len(c.x) and torch.isfinite(pred.mean).all()
+    assert all(math.isfinite(v) for v in evaluate(c.twin, guide, c.x, c.y, num_samples=3).values())
+
+
+def test_data_of_another_dtype_than_the_model_is_refused_naming_the_conversion():
+    c = case("mlp_pyromodule")
+    c.full.fc1.bias = torch.nn.Parameter(torch.zeros(8))  # a point-estimate parameter gives the module a dtype
+    with pytest.raises(TypeError, match="inputs are float64 but the model's parameters are float32.*x.to\\(torch.float32\\)"):
+        fit(c.full, DeltaGuide(c.full), (c.x.double(), c.y.double()), epochs=1, progress=False)
