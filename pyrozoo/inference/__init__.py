@@ -13,6 +13,8 @@ from pyrozoo.inference.rws import ReweightedWakeSleepLoss
 from pyrozoo.inference.importance_resampling import importance_resampled_samples
 from pyrozoo.inference.sgmcmc import SGHMC, SGLD, Adaptation, StochasticGradientMCMC
 from pyrozoo.inference.sgmcmc_sa import StochasticApproximation
+from pyrozoo.inference.step_sizes import PolynomialDecay
+from pyrozoo.inference.mcmc_kernel import SGMCMCKernel
 from pyrozoo.inference.pruning import MagnitudePruning
 from pyrozoo.inference.posterior_averaging import StepSizeWeightedAverage, ensemble_probs
 from pyrozoo.inference.sample_storage import DiskSamples, InMemorySamples, SampleGuide
@@ -51,6 +53,8 @@ __all__ = [
     "StochasticGradientMCMC",
     "Adaptation",
     "StochasticApproximation",
+    "PolynomialDecay",
+    "SGMCMCKernel",
     "MagnitudePruning",
     "StepSizeWeightedAverage",
     "ensemble_probs",
