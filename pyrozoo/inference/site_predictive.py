@@ -34,7 +34,7 @@ from pyrozoo.models.likelihoods import PosteriorPredictive
 from pyrozoo.poutine.subsample import subsample_indices
 
 #: distributions whose value is a class label (scored as classification)
-_CLASS_PROBS = ("Categorical", "Bernoulli")
+_CLASS_PROBS = (torch.distributions.Categorical, torch.distributions.Bernoulli)
 
 
 def signature(model) -> Optional[inspect.Signature]:
@@ -251,7 +251,7 @@ def _read_site(trace, name: str, plate_name: str, part: dict, keep, scored: bool
         raise ValueError(f"site {name!r} lies outside the data plate {plate_name!r}: it cannot be predicted per example; put it inside the plate")
     dim, event_dim = frames[0].dim, fn.event_dim
     base = _innermost(fn)
-    kind = "classification" if type(base).__name__ in _CLASS_PROBS else "regression"
+    kind = "classification" if isinstance(base, _CLASS_PROBS) else "regression"
     if name not in out:
         support = fn.support
         real = support in (constraints.real, constraints.real_vector) or getattr(support, "base_constraint", None) is constraints.real
@@ -262,7 +262,7 @@ def _read_site(trace, name: str, plate_name: str, part: dict, keep, scored: bool
 
     add("values", site["value"])
     if kind == "classification":
-        probs = base.probs if type(base).__name__ == "Categorical" else torch.stack([1 - base.probs, base.probs], -1)
+        probs = base.probs if isinstance(base, torch.distributions.Categorical) else torch.stack([1 - base.probs, base.probs], -1)
         add("probs", probs.expand(fn.batch_shape + probs.shape[-1:]))
     else:
         try:
