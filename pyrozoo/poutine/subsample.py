@@ -13,8 +13,8 @@ class SubsampleIndicesMessenger(Messenger):
     A model written the Pyro way subsamples itself, ``with pyro.plate("data", N,
     subsample_size=B) as idx: ... x[idx] ...``, drawing a random ``idx`` each call. Under
     this handler the plate's subsample site takes the given ``idx`` instead, so prediction
-    can visit every example once, in order, in chunks of ``B`` (:mod:`pyrozoo.inference.
-    site_predictive`), and the plate still carries its ``N / B`` scale. Pyro checks that a
+    can visit every example once, in order, in chunks of ``B``
+    (:mod:`pyrozoo.inference.site_predictive`), and the plate still carries its ``N / B`` scale. Pyro checks that a
     given ``idx`` has the plate's ``subsample_size``: a chunk must have exactly ``B``
     members. Plates not named are left alone.
     """
