@@ -7,6 +7,14 @@ from torch.distributions import Distribution, Independent
 from torch.distributions.utils import broadcast_all
 
 
+def innermost(d: Distribution) -> Distribution:
+    """The distribution under any ``Independent``/``Expanded``/``Masked``/``Transformed``
+    wrappers (whatever has a ``base_dist``): the family a site was written with."""
+    while hasattr(d, "base_dist"):
+        d = d.base_dist
+    return d
+
+
 def broadcast_params(family: str, **params):
     """``broadcast_all`` of the named parameters, with a ``ValueError`` that names the family and
     every parameter's shape where they do not broadcast (torch's is a ``RuntimeError`` about

@@ -30,6 +30,7 @@ from pyro.poutine.messenger import Messenger
 from pyro.poutine.util import site_is_subsample
 
 from pyrozoo.distributions import ARDNormal, LogScaleNormal, LogUniformImproper, SSGLExpectedLogDensity
+from pyrozoo.distributions.util import innermost
 from pyrozoo.models.priors import INIT_VALUE_KEY
 
 
@@ -117,9 +118,7 @@ def cannot_be_sampled(fn) -> bool:
     """Whether the distribution ``fn`` (under any ``Independent``/``Expanded``/``Masked``
     wrappers) is one of :data:`UNSAMPLEABLE`, decided without drawing (so the random streams
     stay as they were)."""
-    while hasattr(fn, "base_dist"):
-        fn = fn.base_dist
-    return isinstance(fn, UNSAMPLEABLE)
+    return isinstance(innermost(fn), UNSAMPLEABLE)
 
 
 def _init_uniform_unconstrained(site: dict) -> torch.Tensor:

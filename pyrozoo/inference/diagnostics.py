@@ -85,6 +85,8 @@ from pyro import poutine
 from pyro.distributions import constraints
 from pyro.poutine.util import site_is_subsample
 
+from pyrozoo.distributions.util import innermost
+
 #: rule 1b: the energy's rise over its best, in units of its largest magnitude so far
 ENERGY_GROWTH = 10.0
 #: rule 1c: squared error of the mean prediction over the targets' mean square
@@ -262,12 +264,6 @@ def prior_collapse(kl_per_parameter: Optional[float], at_chance: bool, *, thresh
 
 
 # -- figures --------------------------------------------------------------------------------
-def _innermost(fn):
-    while hasattr(fn, "base_dist"):
-        fn = fn.base_dist
-    return fn
-
-
 def _is_real(support) -> bool:
     while isinstance(support, constraints.independent):
         support = support.base_constraint
@@ -519,7 +515,7 @@ def posterior_check(model, guide, batch: Sequence[torch.Tensor], *, num_draws: i
                 kl = kl + float(site_kl)
                 size += site["value"].numel()
             for site in observed_sites(model_trace):
-                fn, name = _innermost(site["fn"]), site["name"]
+                fn, name = innermost(site["fn"]), site["name"]
                 targets[name] = site["value"]
                 if isinstance(fn, torch.distributions.Categorical):
                     probs[name] = probs.get(name, 0.0) + fn.probs / num_draws

@@ -14,6 +14,7 @@ from pyro.util import check_model_guide_match, check_site_shape, warn_if_nan
 from torch.distributions import kl_divergence
 
 from pyrozoo.distributions.kl import summed_kl, summed_kl_total
+from pyrozoo.distributions.util import innermost
 from pyrozoo.inference.direct import direct_arguments, direct_latent_sites, posterior_given, prior_given
 from pyrozoo.poutine.stack import active_handlers
 from pyrozoo.poutine.weight_noise import NormalWeight, normal_base
@@ -28,18 +29,12 @@ def _signature(d):
     return tuple(sig)
 
 
-def _innermost(d):
-    while hasattr(d, "base_dist"):
-        d = d.base_dist
-    return d
-
-
 def _may_have_score_function(d) -> bool:
     """Whether ``d.score_parts`` may return a non-zero score function: its innermost
     distribution overrides Pyro's default ``score_parts`` (which is zero for every
     distribution with ``has_rsample``). Cheap, so that fully reparameterized guides never
     pay for a ``score_parts`` call (it evaluates ``log_prob``)."""
-    inner = _innermost(d)
+    inner = innermost(d)
     return getattr(type(inner), "score_parts", None) not in (None, PyroDistribution.score_parts)
 
 

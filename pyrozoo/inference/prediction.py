@@ -2,7 +2,7 @@
 
 import math
 import operator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence
 
@@ -17,8 +17,8 @@ from pyro.poutine.util import site_is_subsample
 from pyrozoo import metrics
 from pyrozoo.data.validation import check_finite, check_nonempty, check_positive_finite
 from pyrozoo.models.likelihoods import Categorical, Gaussian, PosteriorPredictive
-from pyrozoo.utils import evaluation_mode, rng_states_kept
-from pyrozoo.inference.site_predictive import init_to_sample_or_network
+from pyrozoo.distributions.util import innermost
+from pyrozoo.inference.site_predictive import init_to_sample_or_network, side_effect_free
 
 
 @dataclass
@@ -328,17 +328,6 @@ def _fits(value_shape: torch.Size, site) -> bool:
         return False
 
 
-@contextmanager
-def _side_effect_free(model):
-    """Runs the check without touching the random streams (later draws stay what they were
-    without it) or the modules' state (batch-norm statistics: eval mode meanwhile)."""
-    with rng_states_kept(), ExitStack() as stack:
-        if isinstance(model, torch.nn.Module):
-            stack.enter_context(evaluation_mode(model))
-        stack.enter_context(poutine.block())
-        yield
-
-
 def check_training_labels(model, x: torch.Tensor, y: torch.Tensor) -> None:
     """For a classification model (a :class:`~pyrozoo.models.Categorical` likelihood): raises
     unless ``y`` are labels in ``[0, K - 1]``, ``K`` the width of the network output on
@@ -348,7 +337,7 @@ def check_training_labels(model, x: torch.Tensor, y: torch.Tensor) -> None:
     likelihood = getattr(model, "likelihood", None)
     if not isinstance(likelihood, Categorical):
         return
-    with _side_effect_free(model), torch.no_grad():
+    with side_effect_free(model), torch.no_grad():
         output = InitMessenger(init_to_sample_or_network)(model)(x[:2])  # (improper priors are not drawn from)
     if torch.is_tensor(output) and output.dim() >= 1:
         likelihood.check_labels(y, output.shape[-1])
@@ -382,7 +371,7 @@ def _check_unsampleable_sites_covered(model_sites: dict, values: dict, source: O
     from pyrozoo.guides.base import cannot_be_sampled
 
     improper = [
-        f"{name!r} ({type(_innermost(site['fn'])).__name__})"
+        f"{name!r} ({type(innermost(site['fn'])).__name__})"
         for name, site in model_sites.items()
         if not site["is_observed"] and name not in values and cannot_be_sampled(site["fn"])
     ]
@@ -395,12 +384,6 @@ def _check_unsampleable_sites_covered(model_sites: dict, values: dict, source: O
         "those sites (predict(model, guide, x); pyro.infer.Predictive(model, guide=guide, ...)), or posterior "
         "samples of them (samples=...; Predictive(model, posterior_samples=...))"
     )
-
-
-def _innermost(fn):
-    while hasattr(fn, "base_dist"):
-        fn = fn.base_dist
-    return fn
 
 
 def _check_rows(model, x, likelihood):
@@ -454,7 +437,7 @@ def check_posterior_matches_model(model, guide, x: torch.Tensor, *, samples: Opt
     check_data_matches_model(model, x, "prediction")
     model_fn = InitMessenger(init_to_sample_or_network)(model)
     _check_point_estimates(model)
-    with _side_effect_free(model):
+    with side_effect_free(model):
         head, model_args, model_kwargs = _check_rows(model, x, likelihood)
         # (the model's own errors on x, e.g. a wrong number of features, surface as they are)
         model_trace = poutine.trace(model_fn).get_trace(*model_args, **model_kwargs)

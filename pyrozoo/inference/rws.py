@@ -76,12 +76,13 @@ from pyro.distributions.util import is_identically_zero, scale_and_mask
 from pyro.infer.elbo import ELBO
 from pyro.poutine.util import site_is_subsample
 
-from pyrozoo.inference.elbo import DifferentiableLossELBO, _innermost, _may_have_score_function
+from pyrozoo.distributions.util import innermost
+from pyrozoo.inference.elbo import DifferentiableLossELBO, _may_have_score_function
 from pyrozoo.inference.importance_weighted import _ImportanceWeights, _sum_to_particles, weight_diagnostics
 
 
 def _is_point_mass(fn) -> bool:
-    return isinstance(_innermost(fn), dist.Delta)
+    return isinstance(innermost(fn), dist.Delta)
 
 
 def _is_reparameterized(fn, value) -> bool:

@@ -21,17 +21,21 @@ len(x), subsample_size=B)``) is run on every example once, in chunks of ``B``
 
 import inspect
 import math
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
 import torch
 from pyro import poutine
 from pyro.distributions import constraints
+from pyro.infer.autoguide.initialization import InitMessenger
 from pyro.poutine.util import site_is_subsample
 
 from pyrozoo import metrics
+from pyrozoo.distributions.util import innermost
 from pyrozoo.models.likelihoods import PosteriorPredictive
 from pyrozoo.poutine.subsample import subsample_indices
+from pyrozoo.utils import evaluation_mode, rng_states_kept
 
 #: distributions whose value is a class label (scored as classification)
 _CLASS_PROBS = (torch.distributions.Categorical, torch.distributions.Bernoulli)
@@ -64,28 +68,25 @@ def init_to_sample_or_network(site):
     return init_to_sample(site)
 
 
-@torch.no_grad()
-def probe_trace(model, *args, **kwargs):
-    """One trace of ``model`` to read its structure (its plates, observed sites), leaving no
-    trace of itself: blocked, without gradients, the random streams and a module's mode kept,
-    improper priors at the network's values (:func:`init_to_sample_or_network`)."""
-    from contextlib import ExitStack
-
-    from pyro.infer.autoguide.initialization import InitMessenger
-
-    from pyrozoo.utils import evaluation_mode, rng_states_kept
-
+@contextmanager
+def side_effect_free(model):
+    """A block that leaves no trace of itself: the random streams as they were (later draws
+    stay what they were without it), a module's state too (batch-norm statistics: eval mode
+    meanwhile), and its sites hidden from the handlers outside."""
     with rng_states_kept(), ExitStack() as stack:
         if isinstance(model, torch.nn.Module):
             stack.enter_context(evaluation_mode(model))
         stack.enter_context(poutine.block())
+        yield
+
+
+@torch.no_grad()
+def probe_trace(model, *args, **kwargs):
+    """One trace of ``model`` to read its structure (its plates, observed sites), without
+    gradients and :func:`side_effect_free`, improper priors at the network's values
+    (:func:`init_to_sample_or_network`)."""
+    with side_effect_free(model):
         return poutine.trace(InitMessenger(init_to_sample_or_network)(model)).get_trace(*args, **kwargs)
-
-
-def _innermost(fn):
-    while hasattr(fn, "base_dist"):
-        fn = fn.base_dist
-    return fn
 
 
 @dataclass
@@ -250,7 +251,7 @@ def _read_site(trace, name: str, plate_name: str, part: dict, keep, scored: bool
     if not frames:
         raise ValueError(f"site {name!r} lies outside the data plate {plate_name!r}: it cannot be predicted per example; put it inside the plate")
     dim, event_dim = frames[0].dim, fn.event_dim
-    base = _innermost(fn)
+    base = innermost(fn)
     kind = "classification" if isinstance(base, _CLASS_PROBS) else "regression"
     if name not in out:
         support = fn.support
