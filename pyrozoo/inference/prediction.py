@@ -123,8 +123,10 @@ def _site_draws(caller, model, guide, x, num_samples, batch_size, samples, *, y=
     names = sp.observed_names(model, guide, x, y, obs=obs, samples=samples)
     if not names:
         raise ValueError(f"{caller}: the model observes no site at these inputs, so there is nothing to predict; name the observed site(s) with obs=[...]")
-    check_posterior_matches_model(model, guide, x, samples=samples, observed=names)
-    return sp.draw_sites(model, guide, x, names, num_samples, y=y, samples=samples, batch_size=batch_size)
+    args, kwargs = sp.model_call(model, x)
+    plate = sp.data_plate(sp.probe_trace(model, *args, **kwargs), len(x))  # read once: the check and the draws need it
+    check_posterior_matches_model(model, guide, x, samples=samples, observed=names, rows=len(x) if plate.subsample_size else 2)
+    return sp.draw_sites(model, guide, x, names, num_samples, y=y, samples=samples, batch_size=batch_size, plate=plate)
 
 
 def _posterior_samples(model, guide, x, num_samples, batch_size, samples):
@@ -386,25 +388,20 @@ def _check_unsampleable_sites_covered(model_sites: dict, values: dict, source: O
     )
 
 
-def _check_rows(model, x, likelihood):
-    """``(head, args, kwargs)``: the first rows of ``x`` the check traces the model on, and
-    the call. A pyrozoo likelihood's model takes ``model(head)``; any other model is called
-    as prediction calls it (:func:`~pyrozoo.inference.site_predictive.model_call`), on as
-    many rows as a self-subsampled data plate holds (Pyro refuses fewer)."""
-    from pyrozoo.inference import site_predictive as sp
+def _check_rows(model, x, likelihood, rows: int):
+    """``(head, args, kwargs)``: the first ``rows`` rows of ``x`` the check traces the model
+    on, and the call. A pyrozoo likelihood's model takes ``model(head)``; any other model is
+    called as prediction calls it (:func:`~pyrozoo.inference.site_predictive.model_call`)."""
+    from pyrozoo.inference.site_predictive import model_call
 
+    head = x[: min(len(x), rows)]
     if likelihood is not None:
-        head = x[: min(len(x), 2)]
         return head, (head,), {}
-    args, kwargs = sp.model_call(model, x)
-    plate = sp.data_plate(sp.probe_trace(model, *args, **kwargs), len(x))
-    head = x if plate.subsample_size else x[: min(len(x), 2)]
-    args, kwargs = sp.model_call(model, head)
-    return head, args, kwargs
+    return (head, *model_call(model, head))
 
 
 @torch.no_grad()
-def check_posterior_matches_model(model, guide, x: torch.Tensor, *, samples: Optional[Dict[str, torch.Tensor]] = None, observed: Sequence[str] = ()):
+def check_posterior_matches_model(model, guide, x: torch.Tensor, *, samples: Optional[Dict[str, torch.Tensor]] = None, observed: Sequence[str] = (), rows: int = 2):
     """Raises ``ValueError`` when the posterior does not belong to ``model``: a guide (or
     ``samples``, or a :class:`~pyrozoo.inference.SampleGuide`'s stored samples) fitted to
     another model, e.g. a network of another width. Pyro would replay such values into the
@@ -421,8 +418,8 @@ def check_posterior_matches_model(model, guide, x: torch.Tensor, *, samples: Opt
     streams and the modules' state are left as they were.
 
     ``observed``: sites of a model without a pyrozoo likelihood that are its observations
-    (predicted, not covered by the posterior); a model that subsamples itself is traced on as
-    many rows as its subsample holds.
+    (predicted, not covered by the posterior); ``rows``: how many rows of ``x`` to trace on
+    (a model that subsamples itself needs at least its subsample's size: Pyro refuses fewer).
 
     :returns: the model's output on those rows (its last dimension is a classifier's
         number of classes), or ``None`` where the model returns no tensor.
@@ -438,7 +435,7 @@ def check_posterior_matches_model(model, guide, x: torch.Tensor, *, samples: Opt
     model_fn = InitMessenger(init_to_sample_or_network)(model)
     _check_point_estimates(model)
     with side_effect_free(model):
-        head, model_args, model_kwargs = _check_rows(model, x, likelihood)
+        head, model_args, model_kwargs = _check_rows(model, x, likelihood, rows)
         # (the model's own errors on x, e.g. a wrong number of features, surface as they are)
         model_trace = poutine.trace(model_fn).get_trace(*model_args, **model_kwargs)
         if samples is not None or isinstance(guide, SampleGuide):

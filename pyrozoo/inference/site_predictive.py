@@ -192,15 +192,17 @@ def observed_names(model, guide, x: torch.Tensor, y: Optional[torch.Tensor] = No
 
 @torch.no_grad()
 def draw_sites(model, guide, x: torch.Tensor, names: Sequence[str], num_samples: int, y: Optional[torch.Tensor] = None,
-               samples: Optional[Dict[str, torch.Tensor]] = None, batch_size: Optional[int] = None) -> Dict[str, SiteDraws]:
+               samples: Optional[Dict[str, torch.Tensor]] = None, batch_size: Optional[int] = None, plate: Optional[DataPlate] = None) -> Dict[str, SiteDraws]:
     """The observed sites ``names`` at inputs ``x`` under ``num_samples`` posterior draws
     (the guide's, or the rows of ``samples``, less any draws of the observed sites themselves
     and ``_RETURN``, as ``Predictive`` returns them); with targets ``y``, their per-example
     ``log_prob`` too. ``batch_size``: inputs per model call (a self-subsampling plate's own
-    size wins), the draws shared by the chunks."""
+    size wins), the draws shared by the chunks. ``plate``: the model's :func:`data_plate` at
+    ``x``, when the caller has read it already."""
     n = len(x)
-    args, kwargs = model_call(model, x)
-    plate = data_plate(probe_trace(model, *args, **kwargs), n)
+    if plate is None:
+        args, kwargs = model_call(model, x)
+        plate = data_plate(probe_trace(model, *args, **kwargs), n)
     if plate.name is None:
         raise ValueError(
             f"the model has no plate over the {n} inputs, so its observed site(s) {list(names)} cannot be scored per example: "
