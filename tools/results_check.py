@@ -44,13 +44,13 @@ def manifest_findings(root: Path, verbose: bool = False) -> List[str]:
     return found
 
 
-def ledger_findings(root: Path) -> List[str]:
+def ledger_findings(root: Path, verbose: bool = False) -> List[str]:
     from recipes import claims
 
     return claims.currency_problems(prov.results_dir(root))
 
 
-def matrix_findings(root: Path) -> List[str]:
+def matrix_findings(root: Path, verbose: bool = False) -> List[str]:
     from recipes import read_runs
     from recipes import reference_matrix as rm
 
@@ -70,7 +70,7 @@ def report(root: Path = ROOT, verbose: bool = False) -> Dict[str, List[str]]:
     out = {}
     for name, findings in SECTIONS.items():
         try:
-            out[name] = findings(root, verbose) if name == "manifest" else findings(root)
+            out[name] = findings(root, verbose)
         except Exception as e:  # noqa: BLE001 - a report reports
             out[name] = [f"could not be checked: {type(e).__name__}: {e}"]
     return out

@@ -75,13 +75,12 @@ def check_data_matches_model(model, x: torch.Tensor, caller: str = "fit") -> Non
     with a message about neither."""
     if not isinstance(model, torch.nn.Module) or not torch.is_tensor(x) or not x.is_floating_point():
         return
-    dtypes = {p.dtype for p in model.parameters() if p.is_floating_point()}
-    if dtypes and x.dtype not in dtypes:
-        (dtype,) = dtypes if len(dtypes) == 1 else (sorted(dtypes, key=str)[0],)
-        name = str(dtype).replace("torch.", "")
+    dtypes = sorted({str(p.dtype).replace("torch.", "") for p in model.parameters() if p.is_floating_point()})
+    given = str(x.dtype).replace("torch.", "")
+    if dtypes and given not in dtypes:
         raise TypeError(
-            f"{caller}: the inputs are {str(x.dtype).replace('torch.', '')} but the model's parameters are {name}: "
-            f"convert the data (x.to(torch.{name})) or the model (model.to(torch.{str(x.dtype).replace('torch.', '')}))")
+            f"{caller}: the inputs are {given} but the model's parameters are {dtypes[0]}: "
+            f"convert the data (x.to(torch.{dtypes[0]})) or the model (model.to(torch.{given}))")
 
 
 def _takes_two(model) -> bool:
