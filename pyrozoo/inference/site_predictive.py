@@ -84,9 +84,32 @@ def side_effect_free(model):
 def probe_trace(model, *args, **kwargs):
     """One trace of ``model`` to read its structure (its plates, observed sites), without
     gradients and :func:`side_effect_free`, improper priors at the network's values
-    (:func:`init_to_sample_or_network`)."""
+    (:func:`init_to_sample_or_network`). A plate asked for a larger subsample than it has
+    members (``subsample_size`` above ``len(x)``, which Pyro refuses) is named with the fix,
+    and so is a failure on inputs of another dtype than torch's default, the dtype of priors
+    built from Python numbers (``dist.Normal(0., 1.)``), where torch would stop inside a layer.
+    """
+    x = args[0] if args else None
     with side_effect_free(model):
-        return poutine.trace(InitMessenger(init_to_sample_or_network)(model)).get_trace(*args, **kwargs)
+        try:
+            return poutine.trace(InitMessenger(init_to_sample_or_network)(model)).get_trace(*args, **kwargs)
+        except RuntimeError as error:
+            default = torch.get_default_dtype()
+            if not (torch.is_tensor(x) and x.is_floating_point() and x.dtype != default):
+                raise
+            given, name = str(x.dtype).replace("torch.", ""), str(default).replace("torch.", "")
+            raise TypeError(
+                f"the model failed on inputs of dtype {given}, while its priors built from Python numbers are {name} "
+                f"(torch's default dtype): convert the data (x.to(torch.{name})), or build the model in {given} "
+                f"({str(error).splitlines()[0]})") from error
+        except ValueError as error:
+            if "subsample_size does not match len(subsample)" not in str(error):
+                raise
+            n = len(args[0]) if args and hasattr(args[0], "__len__") else "the"
+            raise ValueError(
+                f"the model's data plate asks for a larger subsample than the {n} inputs hold, which Pyro refuses "
+                "(its plate's subsample_size exceeds len(x)): write pyro.plate('data', len(x), subsample_size=min(B, len(x)))"
+            ) from None
 
 
 @dataclass

@@ -153,6 +153,12 @@ def test_the_conjugate_posterior_predictive_is_recovered_from_exact_draws():
     assert abs(got - exact) <= tolerance
 
 
+def test_fewer_inputs_than_the_models_own_subsample_is_refused_naming_the_fix():
+    c = case("linear")
+    with pytest.raises(ValueError, match="larger subsample than the 5 inputs.*subsample_size=min\\(B, len\\(x\\)\\)"):
+        evaluate(c.twin, None, c.x[:5], c.y[:5], num_samples=2, samples={"w": torch.zeros(2, 3)})
+
+
 def test_predict_needs_a_fitted_guide_and_names_the_fix():
     c = case("linear")
     with pytest.raises(ValueError, match="has not been fitted.*fit\\(model, guide"):
@@ -190,6 +196,14 @@ def test_fit_predict_and_evaluate_run_on_every_own_model(name):
     pred = predict(c.twin, guide, c.x, num_samples=3)
     assert pred.mean.shape[0] == len(c.x) and torch.isfinite(pred.mean).all()
     assert all(math.isfinite(v) for v in evaluate(c.twin, guide, c.x, c.y, num_samples=3).values())
+
+
+def test_data_of_another_dtype_than_a_parameterless_pyromodule_is_refused_naming_the_conversion():
+    """All the module's weights are PyroSample (no parameter says its dtype): the failure in
+    its first layer is named as the dtype mismatch it is."""
+    c = case("mlp_pyromodule")
+    with pytest.raises(TypeError, match="inputs of dtype float64, while its priors built from Python numbers are float32.*x.to\\(torch.float32\\)"):
+        fit(c.twin, MeanFieldNormalGuide(c.twin), (c.x.double(), c.y.double()), epochs=1, progress=False)
 
 
 def test_data_of_another_dtype_than_the_model_is_refused_naming_the_conversion():
