@@ -19,6 +19,7 @@ from pyrozoo.inference.pruning import MagnitudePruning
 from pyrozoo.inference.posterior_averaging import StepSizeWeightedAverage, ensemble_probs
 from pyrozoo.inference.sample_storage import DiskSamples, InMemorySamples, SampleGuide
 from pyrozoo.inference.uncertainty import classification_uncertainty, regression_uncertainty, uncertainty
+from pyrozoo.inference.trace_checks import PriorDrawnSiteWarning
 from pyrozoo.inference.diagnostics import DivergenceError, DivergenceWarning, PriorCollapseWarning, RunWarning, WeightCollapseWarning, collect_events
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "WeightCollapseWarning",
     "PriorCollapseWarning",
     "DivergenceError",
+    "PriorDrawnSiteWarning",
     "collect_events",
     "ClosedFormKL_ELBO",
     "KLSchedule",

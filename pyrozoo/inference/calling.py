@@ -4,7 +4,7 @@ off the model once before training.
 Pyro documents three ways to write a model's data, and each needs its own call:
 
 ``"subsample"``
-    the model takes ``subsample=`` (``model(x, y, subsample)``, as
+    the model takes ``subsample=`` or a required third argument (``model(x, y, subsample)``, as
     :class:`~pyrozoo.models.BayesianNeuralNetwork` does): it is given the minibatch and its
     indices and its plate (``pyro.plate("data", N, subsample=idx)``) scales by ``N / B``;
 ``"self-subsampling"``
@@ -32,6 +32,8 @@ from typing import Optional
 import torch
 from pyro.poutine.util import site_is_subsample
 
+from pyrozoo.data.batching import TensorBatches
+from pyrozoo.data.validation import check_finite
 from pyrozoo.inference.site_predictive import accepts_subsample, data_plate, probe_trace, signature
 from pyrozoo.poutine.subsample import plate_scale
 
@@ -123,4 +125,28 @@ def model_call_of(model, x: torch.Tensor, y: torch.Tensor, batch_size: Optional[
     return ModelCall("minibatch", n, plate.name, batch_size)
 
 
-__all__ = ["CONTRACT", "KINDS", "ModelCall", "check_data_matches_model", "model_call_of"]
+def batches_of(model, data, batch_size: Optional[int], seed: Optional[int] = None, caller: str = "fit"):
+    """``(ModelCall, TensorBatches)`` for training ``model`` on ``data``: ``(x, y)`` tensors
+    (checked finite and of the model's dtype; minibatches of ``batch_size``, or of the
+    model's own subsample size when it subsamples itself, so that an epoch is ``ceil(N / B)``
+    steps), or a :class:`~pyrozoo.data.TensorBatches` (which keeps its own shuffling: ``seed``
+    does not reseed it). :attr:`ModelCall.data` is set once the batches are on their device."""
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
+        raise ValueError(f"batch_size must be a positive int, or None to train on all the data at each step, got {batch_size!r}")
+    if isinstance(data, TensorBatches):
+        for name, t in zip(("x", "y"), data.tensors):
+            check_finite(f"training {name}", t)
+        return model_call_of(model, *data.tensors[:2], data.batch_size), data
+    if isinstance(data, (str, bytes)) or not hasattr(data, "__len__") or len(data) != 2:
+        raise ValueError("data must be (x, y) tensors or a TensorBatches")
+    x, y = data
+    for name, t in (("x", x), ("y", y)):
+        if not torch.is_tensor(t):
+            raise TypeError(f"{name} must be a tensor, got {type(t).__name__}")
+        check_finite(f"training {name}", t)
+    check_data_matches_model(model, x, caller)
+    call = model_call_of(model, x, y, batch_size)
+    return call, TensorBatches(x, y, batch_size=call.batch_size or len(x), seed=seed if seed is not None else 0)
+
+
+__all__ = ["CONTRACT", "KINDS", "ModelCall", "batches_of", "check_data_matches_model", "model_call_of"]

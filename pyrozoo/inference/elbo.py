@@ -16,6 +16,7 @@ from torch.distributions import kl_divergence
 from pyrozoo.distributions.kl import summed_kl, summed_kl_total
 from pyrozoo.distributions.util import innermost
 from pyrozoo.inference.direct import direct_arguments, direct_latent_sites, posterior_given, prior_given
+from pyrozoo.inference.trace_checks import check_model_sites
 from pyrozoo.poutine.stack import active_handlers
 from pyrozoo.poutine.weight_noise import NormalWeight, normal_base
 
@@ -96,10 +97,12 @@ class ClosedFormKL_ELBO(DifferentiableLossELBO, ELBO):
         super().__init__(*args, **kwargs)
         self.fuse = fuse
         self._no_closed_form = set()
+        self._prior_drawn = set()  # latent sites left to the model's prior, warned about once
 
     def _get_trace(self, model, guide, args, kwargs):
         guide_trace = poutine.trace(guide).get_trace(*args, **kwargs)
         model_trace = poutine.trace(poutine.replay(model, trace=guide_trace)).get_trace(*args, **kwargs)
+        check_model_sites(type(self).__name__, model_trace, guide_trace, self._prior_drawn)
         if is_validation_enabled():
             check_model_guide_match(model_trace, guide_trace, self.max_plate_nesting)
             for site in model_trace.nodes.values():
@@ -168,7 +171,7 @@ class ClosedFormKL_ELBO(DifferentiableLossELBO, ELBO):
             else:
                 guide_site = guide_trace.nodes.get(name)
                 if guide_site is None:
-                    continue  # sampled from its prior inside the model: no KL contribution
+                    continue  # drawn from its prior inside the model (_get_trace warned): no KL contribution
                 kl, at_sample = self._kl_term(guide_site, site)
                 elbo = elbo - kl
                 if at_sample:

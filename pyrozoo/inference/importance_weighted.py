@@ -55,6 +55,7 @@ from pyro.util import warn_if_nan
 from pyrozoo.distributions.semi_implicit import find_semi_implicit, semi_implicit_role
 from pyrozoo.inference.direct import direct_arguments, direct_latent_sites, independent_sites
 from pyrozoo.inference.elbo import DifferentiableLossELBO, _may_have_score_function
+from pyrozoo.inference.trace_checks import check_model_sites, check_observed_shapes
 from pyrozoo.poutine.stack import active_handlers
 
 MINIBATCH_BIAS_WARNING = (
@@ -135,6 +136,7 @@ class _ImportanceWeights:
     def __init__(self, objective):
         self.objective = objective
         self.warned = False
+        self.prior_drawn = set()  # latent sites left to the model's prior, warned about once
 
     def _warn_minibatch(self):
         if not self.warned:
@@ -212,6 +214,10 @@ class _ImportanceWeights:
                 with _TreatValues(treat_values, None if vectorized else k, obj.max_plate_nesting if vectorized else None):
                     guide_trace = poutine.trace(guide).get_trace(*args, **kwargs)
             model_trace = poutine.trace(poutine.replay(model, trace=guide_trace)).get_trace(*args, **kwargs)
+            check_model_sites(type(obj).__name__, model_trace, guide_trace, self.prior_drawn)
+            if pyro.infer.util.is_validation_enabled():
+                # (as Trace_ELBO: a target of another shape than its plates would broadcast silently)
+                check_observed_shapes(model_trace, obj.max_plate_nesting)
             lj, lq = 0.0, 0.0
             # explicit roles: a semi-implicit guide must be evaluated with the psi0 of its own
             # sample (a miss raises), a semi-implicit prior with fresh mixing draws
@@ -220,8 +226,8 @@ class _ImportanceWeights:
                     if site["type"] != "sample" or site_is_subsample(site):
                         continue
                     if not site["is_observed"] and name not in guide_trace.nodes:
-                        # drawn from its own prior inside the model: p(u) / p(u) = 1 in the weight
-                        # (as ClosedFormKL_ELBO gives it no KL); counting log p(u) would bias the bound
+                        # drawn from its own prior inside the model (warned above): p(u) / p(u) = 1 in the
+                        # weight (as ClosedFormKL_ELBO gives it no KL); counting log p(u) would bias the bound
                         continue
                     for frame in site["cond_indep_stack"]:
                         if frame.vectorized and frame.full_size is not None and frame.size < frame.full_size:

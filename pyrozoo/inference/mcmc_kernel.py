@@ -15,6 +15,7 @@ import torch
 from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
 
 from pyrozoo.data.batching import TensorBatches
+from pyrozoo.inference.calling import batches_of
 from pyrozoo.inference.sgmcmc import StochasticGradientMCMC
 
 
@@ -22,7 +23,9 @@ class SGMCMCKernel(MCMCKernel):
     """Pyro ``MCMCKernel`` around a :class:`~pyrozoo.inference.sgmcmc.StochasticGradientMCMC`.
 
     :param sampler: e.g. ``SGLD(model, lr=...)`` or ``SGHMC(model, ..., adaptations=[...])``.
-    :param int batch_size: minibatch size of the data passed to ``MCMC.run(x, y)``.
+    :param int batch_size: minibatch size of the data passed to ``MCMC.run(x, y)`` (``None``:
+        all of it at each step; a model that subsamples itself takes its own size), called
+        as :mod:`~pyrozoo.inference.calling` reads off the model.
     :param int thin: sampler steps per ``sample`` call.
     :param int seed: seed of the minibatch order.
     """
@@ -37,6 +40,7 @@ class SGMCMCKernel(MCMCKernel):
         self.thin = thin
         self.seed = seed
         self._batches: Optional[TensorBatches] = None
+        self._call = None
         self._iterator = None
         self._last = None
 
@@ -53,14 +57,9 @@ class SGMCMCKernel(MCMCKernel):
             raise ValueError("SGMCMCKernel takes the data as positional arguments (x, y)")
         if len(args) != 2:
             raise ValueError(f"MCMC.run needs the data (x, y) for minibatching; got {len(args)} argument(s)")
-        self._batches = TensorBatches(*args, batch_size=self.batch_size, seed=self.seed)
-        self.sampler._check_dataset_size(self._batches)
+        self._call, self._batches = batches_of(self.sampler.model, args, self.batch_size, self.seed, "SGMCMCKernel")
         self._iterator = self._cycle()
-        first = next(iter(TensorBatches(*args, batch_size=self.batch_size, shuffle=False)))
-        if not self.sampler.is_setup:
-            self.sampler.setup(*first)
-        # as in StochasticGradientMCMC.run: an unscaled minibatch log-joint is a wrong target
-        self.sampler._check_minibatch_scaling(first, self._batches.n)
+        self.sampler._start(self._call, self._batches)  # as StochasticGradientMCMC.run does
 
     def _cycle(self):
         while True:
@@ -84,7 +83,7 @@ class SGMCMCKernel(MCMCKernel):
                         raise ValueError(f"cannot restart constrained site {name!r} from the runner's values")
                     self.sampler.unconstrained(name).copy_(value)
         for _ in range(self.thin):
-            self.sampler.step(*next(self._iterator))
+            self.sampler.step_on(self._call, next(self._iterator))
         self._last = self.sampler.values()
         return self._last
 

@@ -1,8 +1,10 @@
 r"""Stochastic-gradient MCMC on the log-joint of any Pyro model with a subsampled data plate.
 
 The potential is the model's own minibatch log-joint: the model is conditioned on the
-sampler's current values and traced on a minibatch ``(x, y, idx)``; the likelihood's
-``pyro.plate("data", N, subsample=idx)`` scales the observations by ``N / n``, so
+sampler's current values and traced on a minibatch, called as
+:mod:`pyrozoo.inference.calling` reads off the model (``model(x, y, subsample=idx)`` with
+``pyro.plate("data", N, subsample=idx)``, a plate with ``subsample_size``, or a full data
+plate scaled for it); the plate scales the observations by ``N / n``, so
 
 .. math::
 
@@ -47,10 +49,12 @@ from pyrozoo.data.batching import TensorBatches
 from pyrozoo.data.validation import check_finite
 from pyrozoo.distributed import resolve as resolve_parallel
 from pyrozoo.guides.base import init_to_network
+from pyrozoo.inference.calling import ModelCall, batches_of
 from pyrozoo.inference.diagnostics import RunMonitor, add_figures, prediction_errors, row_figures, with_events
 from pyrozoo.inference.loop import EpochLoop
 from pyrozoo.inference.sample_storage import DiskSamples, SampleSink
 from pyrozoo.inference.step_sizes import ScheduleLike, as_schedule, checked_value
+from pyrozoo.inference.trace_checks import check_observed_shapes, refuse_enumerated
 from pyrozoo.models.dropout_priors import check_samplable
 from pyrozoo.utils import set_seed
 
@@ -192,6 +196,8 @@ class StochasticGradientMCMC:
             if site["is_observed"] and name not in self.init_values:
                 continue
             fn = site["fn"]
+            refuse_enumerated(type(self).__name__, name, site, " (with a guide), or marginalise it in the model (e.g. dist.MixtureSameFamily) "
+                              "so that the sampler sees a continuous model")
             if fn.support.is_discrete:
                 raise ValueError(
                     f"site {name!r} has discrete support ({fn.support}); stochastic-gradient MCMC samples "
@@ -287,6 +293,7 @@ class StochasticGradientMCMC:
                 log_joint, trace = self.log_joint(*args, **kwargs)
         else:
             log_joint, trace = self.log_joint(*args, **kwargs)
+            check_observed_shapes(trace)  # as Trace_ELBO: a target of another shape would broadcast silently
             if not torch.isfinite(log_joint):
                 raise FloatingPointError(f"the log-joint of the first step is {float(log_joint)}: check the data, the initial values and the prior")
             self._validated = True
@@ -342,7 +349,7 @@ class StochasticGradientMCMC:
         *,
         epochs: Optional[int] = None,
         num_steps: Optional[int] = None,
-        batch_size: int = 128,
+        batch_size: Optional[int] = 128,
         burn_in: int = 0,
         thin: int = 1,
         sink: Optional[SampleSink] = None,
@@ -365,8 +372,12 @@ class StochasticGradientMCMC:
         ``on_sample(sampler, k, lr_k)`` is called (``lr_k`` is the step-size weight of
         Welling & Teh's average).
 
-        :param data: ``(x, y)`` tensors (minibatches of ``batch_size`` with their indices),
-            or a :class:`~pyrozoo.data.TensorBatches` yielding ``(x, y, idx)``.
+        :param data: ``(x, y)`` tensors (minibatches of ``batch_size`` with their indices;
+            ``None``: all the data at each step), or a :class:`~pyrozoo.data.TensorBatches`
+            yielding ``(x, y, idx)``. The model is called the way Pyro documents it, read off
+            the model once (:mod:`pyrozoo.inference.calling`): ``model(x, y, subsample=idx)``,
+            ``model(x, y)`` with a data plate (scaled by ``N / B``), or ``model(x, y)`` whose
+            plate subsamples itself (given all the data; its own ``B`` per step).
         :param stateful: further objects with ``state_dict``/``load_state_dict`` to checkpoint
             with the chain (e.g. a :class:`~pyrozoo.inference.StepSizeWeightedAverage`).
         :param checkpoint: file for checkpoints at epoch ends (chain, adaptations, sink
@@ -405,8 +416,11 @@ class StochasticGradientMCMC:
             seed = parallel.seed(seed)  # this chain's own seed
         if seed is not None:
             set_seed(seed)
-        batches = self._batches(data, batch_size, seed)
+        call, batches = batches_of(self.model, data, batch_size, seed, type(self).__name__)
         if parallel is not None:
+            if call.kind != "subsample":
+                raise ValueError(f"a chain over several ranks splits each minibatch by its indices, which a model called as {call.kind!r} "
+                                 "does not take: write it as model(x, y, subsample=idx) with pyro.plate('data', N, subsample=idx)")
             batches = parallel.batches(batches, seed)
             if isinstance(sink, DiskSamples):
                 if parallel.mode == "chains":
@@ -414,15 +428,10 @@ class StochasticGradientMCMC:
                 sink = sink if parallel.is_main else None  # the same chain on every rank: rank 0 writes it
         if device is not None:
             batches.to(device)
-        self._check_dataset_size(batches)
+        self._start(call, batches)
         steps_per_epoch = len(batches)
         total_epochs = epochs if epochs is not None else -(-num_steps // steps_per_epoch)
         total_steps = num_steps if num_steps is not None else epochs * steps_per_epoch
-
-        first = next(iter(TensorBatches(*batches.tensors, batch_size=batches.batch_size, shuffle=False)))
-        if not self.is_setup:
-            self.setup(*first)
-        self._check_minibatch_scaling(first, batches.n)
         if parallel is not None:
             parallel.synchronise_parameters([s.unconstrained for s in self._sites])
 
@@ -483,7 +492,7 @@ class StochasticGradientMCMC:
         def one_epoch(epoch):
             nonlocal acc, count, errors, initial
             for batch in batches:
-                log_joint = self.step(*batch)
+                log_joint = self.step_on(call, batch)
                 acc = log_joint if acc is None else acc + log_joint
                 errors = add_figures(errors, self._errors)
                 if self.num_steps == 1:
@@ -510,17 +519,23 @@ class StochasticGradientMCMC:
                 sink.flush()
         return with_events(pd.DataFrame(history), loop.events)
 
-    @staticmethod
-    def _batches(data, batch_size, seed) -> TensorBatches:
-        if isinstance(data, TensorBatches):
-            return data
-        if len(data) != 2:
-            raise ValueError("data must be (x, y) tensors or a TensorBatches")
-        for name, t in zip(("x", "y"), data):
-            if not torch.is_tensor(t):
-                raise TypeError(f"{name} must be a tensor, got {type(t).__name__}")
-            check_finite(f"training {name}", t)
-        return TensorBatches(*data, batch_size=batch_size, seed=seed if seed is not None else 0)
+    def _start(self, call: ModelCall, batches: TensorBatches) -> tuple:
+        """Sets the chain up on the first minibatch of ``batches`` (called the way ``call``
+        says) and checks that its log-joint is scaled to the data set; returns that batch."""
+        self._check_dataset_size(batches)
+        call.data = tuple(batches.tensors[:2])
+        first = next(iter(TensorBatches(*batches.tensors, batch_size=batches.batch_size, shuffle=False)))
+        with call.handler(first):
+            if not self.is_setup:
+                self.setup(*call.args(first))
+            if call.kind == "subsample":  # (the other conventions scale by construction)
+                self._check_minibatch_scaling(first, batches.n)
+        return first
+
+    def step_on(self, call: ModelCall, batch: tuple) -> torch.Tensor:
+        """:meth:`step` on the minibatch ``batch = (x, y, idx)``, called as ``call`` says."""
+        with call.handler(batch):
+            return self.step(*call.args(batch))
 
     def _check_dataset_size(self, batches: TensorBatches) -> None:
         likelihood = getattr(self.model, "likelihood", None)

@@ -33,6 +33,7 @@ from pyro.poutine.util import site_is_subsample
 
 from pyrozoo import metrics
 from pyrozoo.distributions.util import innermost
+from pyrozoo.inference.trace_checks import is_enumerated
 from pyrozoo.models.likelihoods import PosteriorPredictive
 from pyrozoo.poutine.subsample import subsample_indices
 from pyrozoo.utils import evaluation_mode, rng_states_kept
@@ -49,11 +50,32 @@ def signature(model) -> Optional[inspect.Signature]:
         return None
 
 
-def accepts_subsample(model) -> bool:
-    """Whether ``model`` takes a ``subsample=`` argument (the minibatch contract: the caller
-    passes the batch and its indices, as :class:`~pyrozoo.models.BayesianNeuralNetwork`)."""
+#: names a model's third argument has when it takes a minibatch's indices
+_INDEX_NAMES = ("idx", "indices", "index", "subsample_idx")
+
+
+def subsample_parameter(model) -> Optional[str]:
+    """The parameter through which ``model`` takes a minibatch's indices (the minibatch
+    contract: the caller passes the batch and its indices, as
+    :class:`~pyrozoo.models.BayesianNeuralNetwork` does): ``"subsample"`` where it has one,
+    else a third positional parameter that is required or named as indices are
+    (``model(x, y, idx)``, ``model(x, y=None, idx=None)``); ``None`` otherwise."""
     sig = signature(model)
-    return sig is not None and "subsample" in sig.parameters
+    if sig is None:
+        return None
+    if "subsample" in sig.parameters:
+        return "subsample"
+    positional = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(positional) >= 3 and positional[2].kind is not inspect.Parameter.POSITIONAL_ONLY:
+        third = positional[2]
+        if third.default is inspect.Parameter.empty or third.name in _INDEX_NAMES:
+            return third.name
+    return None
+
+
+def accepts_subsample(model) -> bool:
+    """Whether ``model`` takes a minibatch's indices (:func:`subsample_parameter`)."""
+    return subsample_parameter(model) is not None
 
 
 def init_to_sample_or_network(site):
@@ -119,25 +141,47 @@ class DataPlate:
 
     name: Optional[str]
     subsample_size: Optional[int] = None
+    #: latent sites marked for enumeration (``config_enumerate``), all inside this plate
+    enumerated: tuple = ()
+    #: the deepest nesting of vectorised plates in the model (enumeration goes left of it)
+    nesting: int = 0
 
 
 def data_plate(trace, n: int) -> DataPlate:
-    """The vectorised plate of ``trace`` whose (full) size is ``n``, the number of inputs."""
-    for site in trace.nodes.values():
-        if site["type"] == "sample" and not site_is_subsample(site):
-            for frame in site["cond_indep_stack"]:
-                full = frame.full_size if frame.full_size is not None else frame.size
-                if frame.vectorized and full == n:
-                    return DataPlate(frame.name, frame.size if frame.size < full else None)
-    return DataPlate(None)
+    """The vectorised plate of ``trace`` whose (full) size is ``n``, the number of inputs,
+    with the latent sites marked for enumeration. An enumerated site outside that plate
+    couples the examples (its sum is over all of them at once), so it is refused: a test
+    log-likelihood per example does not exist for it."""
+    sites = [(k, site) for k, site in trace.nodes.items() if site["type"] == "sample" and not site_is_subsample(site)]
+    plate = DataPlate(None)
+    for _, site in sites:
+        for frame in site["cond_indep_stack"]:
+            full = frame.full_size if frame.full_size is not None else frame.size
+            if frame.vectorized and full == n:
+                plate = DataPlate(frame.name, frame.size if frame.size < full else None)
+                break
+        if plate.name is not None:
+            break
+    enumerated = tuple(k for k, site in sites if not site["is_observed"] and is_enumerated(site))
+    outside = [k for k, site in sites if k in enumerated and not any(f.vectorized and f.name == plate.name for f in site["cond_indep_stack"])]
+    if outside:
+        raise ValueError(
+            f"the model enumerates {outside} outside its data plate: such a discrete latent is shared by all the examples, so "
+            "their log-likelihoods do not split per example; give it a guide (it is then drawn like any latent), or score "
+            "the whole data set with pyro.infer.TraceEnum_ELBO")
+    plate.enumerated = enumerated
+    plate.nesting = max((sum(f.vectorized for f in site["cond_indep_stack"]) for _, site in sites), default=0)
+    return plate
 
 
 def model_call(model, x: torch.Tensor, y: Optional[torch.Tensor] = None, idx: Optional[torch.Tensor] = None):
     """``(args, kwargs)`` of ``model`` on inputs ``x`` (and targets ``y``): ``model(x)`` or
-    ``model(x, y)``, with ``subsample=idx`` for a model that takes it."""
+    ``model(x, y)``, with ``subsample=idx`` for a model that takes it (or its own name for
+    the indices, :func:`subsample_parameter`)."""
     args = (x,) if y is None else (x, y)
-    if accepts_subsample(model):
-        return args if y is not None else (x, None), {"subsample": torch.arange(len(x), device=x.device) if idx is None else idx}
+    name = subsample_parameter(model)
+    if name is not None:
+        return args if y is not None else (x, None), {name: torch.arange(len(x), device=x.device) if idx is None else idx}
     return args, {}
 
 
@@ -259,12 +303,39 @@ def draw_sites(model, guide, x: torch.Tensor, names: Sequence[str], num_samples:
                 args, kwargs = model_call(model, x[chunk], None if y is None else y[chunk])
                 trace = poutine.trace(run).get_trace(*args, **kwargs)
             keep = slice(0, new)
+            scored = y is not None and not plate.enumerated
             for name in names:
-                _read_site(trace, name, plate.name, parts[name], keep, y is not None, out)
+                _read_site(trace, name, plate.name, parts[name], keep, scored, out)
+            if y is not None and plate.enumerated:
+                with poutine.enum(first_available_dim=-1 - plate.nesting):
+                    if plate.subsample_size:
+                        with subsample_indices({plate.name: chunk}):
+                            enum_trace = poutine.trace(run).get_trace(*args, **kwargs)
+                    else:
+                        enum_trace = poutine.trace(run).get_trace(*args, **kwargs)
+                marginal = _marginal_log_probs(enum_trace, names, plate)
+                for i, name in enumerate(names):  # the examples' joint marginal, counted once
+                    parts[name].setdefault("log_probs", []).append((marginal if i == 0 else torch.zeros_like(marginal))[keep])
         for name in names:
             for what, pieces in parts[name].items():
                 getattr(out[name], what).append(torch.cat(pieces))
     return out
+
+
+def _marginal_log_probs(trace, names: Sequence[str], plate: DataPlate) -> torch.Tensor:
+    """Per example, ``log sum_z p(z) p(y | z, theta)`` over the enumerated sites ``z`` of an
+    enumerated trace: their and the observed sites' ``log_prob`` added (broadcast over the
+    enumeration dims, left of the plates) and the enumeration dims log-sum-exp'ed away."""
+    total = 0.0
+    for name in tuple(plate.enumerated) + tuple(names):
+        site = trace.nodes[name]
+        total = total + site["fn"].log_prob(site["value"])
+    total = torch.as_tensor(total)
+    enum_dims = total.dim() - plate.nesting
+    if enum_dims > 0:
+        total = torch.logsumexp(total.reshape((-1,) + total.shape[enum_dims:]), 0)
+    frame = next(f for f in trace.nodes[names[0]]["cond_indep_stack"] if f.vectorized and f.name == plate.name)
+    return _per_example(total, frame.dim, 0, reduce=True)
 
 
 def _read_site(trace, name: str, plate_name: str, part: dict, keep, scored: bool, out: Dict[str, SiteDraws]) -> None:
@@ -341,4 +412,4 @@ def site_metrics(sites: Dict[str, SiteDraws], y_scale: float = 1.0, y_shift: flo
     return out
 
 
-__all__ = ["accepts_subsample", "data_plate", "draw_sites", "model_call", "observed_names", "predictive_summary", "site_metrics", "DataPlate", "SiteDraws"]
+__all__ = ["accepts_subsample", "subsample_parameter", "data_plate", "draw_sites", "model_call", "observed_names", "predictive_summary", "site_metrics", "DataPlate", "SiteDraws"]

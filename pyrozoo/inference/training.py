@@ -14,10 +14,9 @@ from pyro import poutine
 from pyro.infer.elbo import ELBO
 
 from pyrozoo.data.batching import TensorBatches
-from pyrozoo.data.validation import check_finite
 from pyrozoo.distributed import resolve as resolve_parallel
 from pyrozoo.inference.diagnostics import CHECK_EXAMPLES, RunMonitor, all_finite, posterior_check, with_events
-from pyrozoo.inference.calling import check_data_matches_model, model_call_of
+from pyrozoo.inference.calling import batches_of
 from pyrozoo.inference.elbo import ClosedFormKL_ELBO
 from pyrozoo.inference.loop import EpochLoop
 from pyrozoo.inference.prediction import check_training_labels
@@ -179,25 +178,7 @@ def fit(
     if seed is not None:
         set_seed(seed)
 
-    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
-        raise ValueError(f"batch_size must be a positive int, or None to train on all the data at each step, got {batch_size!r}")
-    if isinstance(data, TensorBatches):
-        batches = data  # keeps its own shuffling generator: ``seed`` does not reseed it
-        for name, t in zip(("x", "y"), batches.tensors):
-            check_finite(f"training {name}", t)
-        call = model_call_of(model, *batches.tensors[:2], batches.batch_size)
-    else:
-        if len(data) != 2:
-            raise ValueError("data must be (x, y) tensors or a TensorBatches")
-        x, y = data
-        for name, t in (("x", x), ("y", y)):
-            if not torch.is_tensor(t):
-                raise TypeError(f"{name} must be a tensor, got {type(t).__name__}")
-            check_finite(f"training {name}", t)
-        check_data_matches_model(model, x)
-        call = model_call_of(model, x, y, batch_size)
-        # a model that subsamples itself takes its own B per step: an epoch is ceil(N / B) of them
-        batches = TensorBatches(x, y, batch_size=call.batch_size or len(x), seed=seed if seed is not None else 0)
+    call, batches = batches_of(model, data, batch_size, seed)
     if parallel is not None:
         if call.kind != "subsample":
             raise ValueError(f"distributed training splits each minibatch over the ranks by its indices, which a model called as {call.kind!r} "

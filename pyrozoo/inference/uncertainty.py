@@ -29,7 +29,7 @@ from typing import Dict, Optional, Union
 
 import torch
 
-from pyrozoo.inference.prediction import _likelihood_latents, posterior_samples
+from pyrozoo.inference.prediction import _likelihood_latents, _site_draws, posterior_samples
 from pyrozoo.models.likelihoods import Categorical, Gaussian
 
 __all__ = ["classification_uncertainty", "regression_uncertainty", "uncertainty"]
@@ -128,7 +128,7 @@ def regression_uncertainty(means: torch.Tensor, noise_variances: Union[torch.Ten
 
 
 @torch.no_grad()
-def uncertainty(model, guide, x: torch.Tensor, num_samples: int = 100, batch_size: Optional[int] = None, *, samples: Optional[Dict[str, torch.Tensor]] = None) -> Dict[str, torch.Tensor]:
+def uncertainty(model, guide, x: torch.Tensor, num_samples: int = 100, batch_size: Optional[int] = None, *, samples: Optional[Dict[str, torch.Tensor]] = None, obs: Optional[str] = None) -> Dict[str, torch.Tensor]:
     """Total, aleatoric and epistemic predictive uncertainty of ``model`` at ``x``, per example.
 
     The posterior draws come from :func:`~pyrozoo.inference.posterior_samples` (same
@@ -143,12 +143,21 @@ def uncertainty(model, guide, x: torch.Tensor, num_samples: int = 100, batch_siz
       network outputs, with noise variance ``1 / tau`` from the fixed precision or from the
       draws of the latent ``"noise_precision"`` site; variances (in the network's output
       units) of shape ``(n, ...)``, the output's shape.
+    * any other Pyro model (no pyrozoo likelihood): the split of its observed site (``obs``
+      names it where the model observes several), from the distribution the site gives each
+      example under each draw (:mod:`~pyrozoo.inference.site_predictive`): a Categorical or
+      Bernoulli site by entropy (:func:`classification_uncertainty` of its class
+      probabilities), any site whose distribution has a mean and a variance (Normal, Poisson,
+      Student-t, ...) by the law of total variance (:func:`regression_uncertainty` of its
+      means and variances: the aleatoric part is the expected variance of the site).
 
     :returns: ``{"total", "aleatoric", "epistemic"}`` of tensors on ``x``'s device
         (``pandas.DataFrame({k: v.cpu().numpy() for k, v in result.items()})`` makes a
         table of one-dimensional ones).
     """
     likelihood = getattr(model, "likelihood", None)
+    if likelihood is None:
+        return _site_uncertainty(model, guide, x, num_samples, batch_size, samples, obs)
     if not isinstance(likelihood, (Categorical, Gaussian)):
         raise TypeError(f"uncertainty: the model's likelihood must be a Categorical or a Gaussian, got {type(likelihood).__name__}; for other likelihoods use classification_uncertainty / regression_uncertainty on posterior_samples(...)")
     draws = posterior_samples(model, guide, x, num_samples, batch_size, samples=samples)
@@ -162,3 +171,28 @@ def uncertainty(model, guide, x: torch.Tensor, num_samples: int = 100, batch_siz
         precision = _likelihood_latents(model, draws, x)["precision"]
         noise = 1.0 / precision.reshape(S).to(dtype=f.dtype)
     return regression_uncertainty(f, noise)
+
+
+def _site_uncertainty(model, guide, x, num_samples, batch_size, samples, obs) -> Dict[str, torch.Tensor]:
+    from pyrozoo.inference import site_predictive as sp
+
+    args, kwargs = sp.model_call(model, x)
+    enumerated = sp.data_plate(sp.probe_trace(model, *args, **kwargs), len(x)).enumerated
+    if enumerated:
+        # each draw would fix the enumerated sites, and their spread would count as epistemic
+        raise NotImplementedError(
+            f"uncertainty: the model enumerates {list(enumerated)}, whose spread is part of the noise of the data (aleatoric), "
+            "which a draw-by-draw split would count as epistemic; write the observation's marginal in the model "
+            "(e.g. dist.MixtureSameFamily), whose mean and variance the split then reads")
+    sites = _site_draws("uncertainty", model, guide, x, num_samples, batch_size, samples, obs=obs)
+    if len(sites) != 1:
+        raise ValueError(f"uncertainty: the model observes {sorted(sites)}: name the one to split with obs='...'")
+    (draws,) = sites.values()
+    if draws.kind == "classification":
+        return classification_uncertainty(draws.stacked("probs"))
+    means = draws.stacked("means")
+    if means is None:
+        raise TypeError(
+            f"uncertainty: the distribution of site {draws.name!r} has no closed-form mean and variance to split; "
+            f"split its draws yourself (posterior_samples(...)[{draws.name!r}])")
+    return regression_uncertainty(means, draws.stacked("variances"))

@@ -20,6 +20,7 @@ from pyrozoo.inference import (
     importance_resampled_samples,
     weight_diagnostics,
 )
+from pyrozoo.inference import PriorDrawnSiteWarning
 from pyrozoo.inference.importance_weighted import MINIBATCH_BIAS_WARNING
 from pyrozoo.poutine import local_reparameterization
 from tests.inference.cases import conjugate_problem, linear_regression_model
@@ -194,7 +195,7 @@ def test_exact_posterior_gives_full_ess_and_the_evidence(objective, device, dtyp
 def test_a_latent_the_guide_leaves_to_the_prior_cancels_from_the_weights(objective, device, dtype):
     """u ~ p(u) drawn inside the model is its own proposal: the weights are still exactly
     p(D) under the exact posterior of w (a narrow prior, whose density far exceeds 1, would
-    otherwise raise the estimate above log p(D))."""
+    otherwise raise the estimate above log p(D)). The objective says once that u is not inferred."""
     problem = conjugate_problem(orthogonal=True)
     mean, cov, log_evidence = exact_posterior(problem)
     model, guide, x, y = pyro_regression(problem, device, dtype)
@@ -208,9 +209,11 @@ def test_a_latent_the_guide_leaves_to_the_prior_cancels_from_the_weights(objecti
 
     obj = {"iwae": ImportanceWeighted_ELBO(8), "renyi": Renyi_ELBO(alpha=-0.5, num_particles=8), "rws": ReweightedWakeSleepLoss(8)}[objective]
     tol = 1e-3 if dtype == torch.float32 else 1e-6
-    for _ in range(3):
-        loss = obj.loss(model_with_nuisance, exact_guide, x, y)
-        assert loss == pytest.approx(-log_evidence, abs=tol * abs(log_evidence))
+    with pytest.warns(PriorDrawnSiteWarning, match="'u' is in the model but not in the guide") as record:
+        for _ in range(3):
+            loss = obj.loss(model_with_nuisance, exact_guide, x, y)
+            assert loss == pytest.approx(-log_evidence, abs=tol * abs(log_evidence))
+    assert sum(w.category is PriorDrawnSiteWarning for w in record) == 1
 
 
 @pytest.mark.parametrize("objective", ["iwae", "renyi", "rws"])

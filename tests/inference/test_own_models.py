@@ -211,3 +211,29 @@ def test_data_of_another_dtype_than_the_model_is_refused_naming_the_conversion()
     c.full.fc1.bias = torch.nn.Parameter(torch.zeros(8))  # a point-estimate parameter gives the module a dtype
     with pytest.raises(TypeError, match="inputs are float64 but the model's parameters are float32.*x.to\\(torch.float32\\)"):
         fit(c.full, DeltaGuide(c.full), (c.x.double(), c.y.double()), epochs=1, progress=False)
+
+
+# -- the samplers under every convention -----------------------------------------------------------
+
+@pytest.mark.parametrize("sampler", ["SGLD", "SGHMC"])
+@pytest.mark.parametrize("kind", ["minibatch", "self-subsampling", "full-batch"])
+def test_the_samplers_draw_the_conjugate_posterior_under_every_convention(sampler, kind):
+    """SGLD and SGHMC on a model written as Pyro documents it (no ``idx`` argument): the chain's
+    mean is the exact posterior mean within five Monte Carlo sds (from the chain's effective
+    sample size), and its sd is the exact sd within five sds of a sample sd, plus 5% for the
+    discretisation at this step size."""
+    from pyro.ops.stats import effective_sample_size
+
+    from pyrozoo.inference import SGHMC, SGLD, InMemorySamples
+
+    c = case("linear")
+    model = c.twin if kind == "self-subsampling" else c.full
+    sink = InMemorySamples()
+    chain = SGLD(model, lr=1e-4) if sampler == "SGLD" else SGHMC(model, lr=1e-5, momentum=0.9)
+    chain.run((c.x, c.y), num_steps=4000, burn_in=1000, batch_size=None if kind == "full-batch" else 30, sink=sink, progress=False, seed=0)
+    w = sink.load()["w"]
+    mean, cov = PROBLEM.posterior()
+    sd = cov.diagonal().sqrt()
+    ess = effective_sample_size(w.unsqueeze(0).double(), chain_dim=0, sample_dim=1).float()
+    assert ((w.mean(0) - mean).abs() <= 5 * sd / ess.sqrt()).all(), ((w.mean(0) - mean) / sd, ess)
+    assert ((w.std(0) / sd - 1).abs() <= 5 / (2 * ess).sqrt() + 0.05).all(), (w.std(0) / sd, ess)
