@@ -8,6 +8,7 @@ from pyrozoo.guides.semi_implicit import SemiImplicitGuide
 from pyrozoo.guides.bayesian_compression import BayesianCompressionGuide
 from pyrozoo.guides.variational_dropout import SparseVariationalDropoutGuide, VariationalDropoutGuide
 from pyrozoo.guides.radial_directional import RadialDirectionalGuide
+from pyrozoo.guides.composite import CompositeGuide
 
 __all__ = [
     "SitewiseGuide",
@@ -20,4 +21,5 @@ __all__ = [
     "SparseVariationalDropoutGuide",
     "BayesianCompressionGuide",
     "RadialDirectionalGuide",
+    "CompositeGuide",
 ]

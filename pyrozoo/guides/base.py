@@ -32,6 +32,7 @@ from pyro.poutine.util import site_is_subsample
 from pyrozoo.distributions import ARDNormal, LogScaleNormal, LogUniformImproper, SSGLExpectedLogDensity
 from pyrozoo.distributions.util import innermost
 from pyrozoo.models.priors import INIT_VALUE_KEY
+from pyrozoo.utils import rng_states_kept
 
 
 # -- argument checks shared by the guides' constructors ---------------------------------------
@@ -199,15 +200,20 @@ class SiteInfo:
 
     @property
     def family(self) -> str:
-        """``"real"`` (Normal), ``"positive"`` (LogNormal: supports mapped by ``exp``, e.g.
-        positive and nonnegative) or ``"transformed"``."""
-        base = _base_constraint(self.support)
-        if base is constraints.real:
-            return "real"
-        # (0, inf) and [0, inf), with or without an explicit lower bound of 0
-        if getattr(base, "lower_bound", None) == 0 and not hasattr(base, "upper_bound"):
-            return "positive"
-        return "transformed"
+        """:func:`support_family` of the site's support."""
+        return support_family(self.support)
+
+
+def support_family(support) -> str:
+    """``"real"`` (Normal), ``"positive"`` (LogNormal: supports mapped by ``exp``, e.g.
+    positive and nonnegative) or ``"transformed"``."""
+    base = _base_constraint(support)
+    if base is constraints.real:
+        return "real"
+    # (0, inf) and [0, inf), with or without an explicit lower bound of 0
+    if getattr(base, "lower_bound", None) == 0 and not hasattr(base, "upper_bound"):
+        return "positive"
+    return "transformed"
 
 
 class SitewiseGuide(AutoGuide):
@@ -248,15 +254,18 @@ class SitewiseGuide(AutoGuide):
             self._model = (model,)
         self._observed = tuple(observed)
         # every pairing is checked before any parameter exists: a refused guide stays unset
-        try:
-            transforms = {
-                name: (self._check_site(name, site["fn"]), _bijection(type(self).__name__, name, site["fn"].support))[1]
-                for name, site in self.prototype_trace.iter_stochastic_nodes()
-                if name not in self._hide
-            }
-        except Exception:
+        refused = {name: self.refusal(name, site) for name, site in self.prototype_trace.iter_stochastic_nodes() if name not in self._hide}
+        refused = {name: reason for name, reason in refused.items() if reason is not None}
+        if refused:
             self.prototype_trace = None
-            raise
+            name, reason = next(iter(refused.items()))
+            site_names = sorted(refused)
+            raise ValueError(
+                f"{reason}" + ("" if reason.endswith("marginalise it out of the model") else
+                               f". To cover the sites {type(self).__name__} can and the rest ({site_names}) with another guide: "
+                               f"CompositeGuide(model, {type(self).__name__}, rest=MeanFieldNormalGuide) (pyrozoo.guides); hiding "
+                               "them (hide=[...]) alone would leave them at draws from their prior"))
+        transforms = {name: biject_to(site["fn"].support) for name, site in self.prototype_trace.iter_stochastic_nodes() if name not in self._hide}
         self._sites = {}
         for name, site in self.prototype_trace.iter_stochastic_nodes():
             if name in self._hide:
@@ -304,9 +313,32 @@ class SitewiseGuide(AutoGuide):
         finally:
             self._model = (model,)
 
+    #: the supports (:func:`support_family`) this guide's family fits; ``None``: any with a bijection
+    families: Optional[Tuple[str, ...]] = None
+    #: whether this guide fits global sites only (no site inside a plate)
+    global_sites_only: bool = False
+
     def _check_site(self, name: str, fn) -> None:
         """Raises when this guide cannot be paired with the prior ``fn`` of site ``name``
         (subclasses refuse what their family cannot fit; the base class accepts everything)."""
+
+    def refusal(self, name: str, site: dict) -> Optional[str]:
+        """Why this guide cannot cover the model's site ``name`` (a trace's site), naming the
+        guide that can where there is one; ``None`` when it can. :meth:`_check_site`, the
+        support's bijection, :attr:`families` and :attr:`global_sites_only` decide it."""
+        owner = type(self).__name__
+        fn = site["fn"]
+        try:
+            self._check_site(name, fn)
+            _bijection(owner, name, fn.support)
+        except (ValueError, TypeError, NotImplementedError) as error:
+            return str(error)
+        if self.families is not None and support_family(fn.support) not in self.families:
+            return (f"{owner} cannot cover site {name!r}: its support {fn.support} is not {' or '.join(self.families)}-valued, "
+                    f"which {owner}'s family needs (MeanFieldNormalGuide covers it)")
+        if self.global_sites_only and any(f.vectorized for f in site["cond_indep_stack"]):
+            return f"{owner} cannot cover site {name!r}: it lies inside a plate, and {owner}'s posteriors are for global sites (MeanFieldNormalGuide covers it)"
+        return None
 
     def _init_site(self, info: SiteInfo, unconstrained_init: torch.Tensor) -> None:
         raise NotImplementedError
@@ -338,6 +370,39 @@ class SitewiseGuide(AutoGuide):
             else:
                 result[name] = pyro.sample(name, self.posterior(name))
         return result
+
+    @torch.no_grad()
+    def quantiles(self, quantiles, *args, num_samples: int = 1001, **kwargs) -> Dict[str, torch.Tensor]:
+        """Posterior quantiles of every site this guide covers, as Pyro's AutoGuides give
+        them: ``{site: tensor of shape (len(quantiles),) + site shape}`` (constrained).
+
+        Exact where the site's posterior is elementwise with an inverse CDF (Normal and
+        log-normal families, a Normal pushed through a monotone elementwise bijection); else
+        the elementwise empirical quantiles of ``num_samples`` draws (a semi-implicit or vMF
+        posterior has none in closed form), drawn without disturbing the random streams.
+
+        :param quantiles: numbers strictly between 0 and 1.
+        """
+        q = torch.as_tensor(quantiles, dtype=torch.get_default_dtype()).reshape(-1)
+        if q.numel() == 0 or not bool(((q > 0) & (q < 1)).all()):
+            raise ValueError(f"{type(self).__name__}.quantiles: quantiles must be numbers strictly between 0 and 1, got {quantiles!r}")
+        if self.prototype_trace is None:
+            self._setup_prototype(*args, **kwargs)
+        out = {}
+        for name in self._sites:
+            fn = self.posterior(name)
+            value = _elementwise_icdf(fn, q)
+            if value is None:
+                with rng_states_kept():
+                    draws = fn.sample((num_samples,))
+                value = torch.quantile(draws.reshape(num_samples, -1).to(q.dtype), q.to(draws.device), dim=0).reshape((len(q),) + draws.shape[1:]).to(draws.dtype)
+            out[name] = value
+        return out
+
+    def median(self, *args, **kwargs) -> Dict[str, torch.Tensor]:
+        """Posterior median of every site this guide covers (:meth:`quantiles` at 0.5; the
+        guides with a closed form override it)."""
+        return {name: v[0] for name, v in self.quantiles([0.5], *args, **kwargs).items()}
 
     def sites(self) -> Dict[str, SiteInfo]:
         """``{site name: SiteInfo}`` of every latent site this guide covers (set up first)."""
@@ -420,3 +485,20 @@ def normal_on_support(loc: torch.Tensor, log_scale: torch.Tensor, info: SiteInfo
         return dist.LogNormal(loc, log_scale.exp(), validate_args=False).to_event(info.event_dim)
     base = LogScaleNormal(loc, log_scale, validate_args=False).to_event(info.unconstrained_event_dim)
     return dist.TransformedDistribution(base, info.transform)
+
+
+def _elementwise_icdf(fn, q: torch.Tensor) -> Optional[torch.Tensor]:
+    """``fn``'s inverse CDF at each of ``q``, shape ``(len(q),) + batch + event``, for a
+    distribution that is elementwise under its ``Independent`` / ``Expanded`` wrappers;
+    ``None`` where it has no inverse CDF (or is not elementwise)."""
+    shape = fn.batch_shape + fn.event_shape
+    while isinstance(fn, (torch.distributions.Independent, dist.ExpandedDistribution)):
+        fn = fn.base_dist
+    like = next((v for v in vars(fn).values() if torch.is_tensor(v) and v.is_floating_point()), None)
+    if fn.event_shape or like is None:
+        return None
+    try:
+        value = fn.icdf(q.to(like).reshape((-1,) + (1,) * len(fn.batch_shape)))
+    except (NotImplementedError, AttributeError, TypeError, ValueError):
+        return None
+    return value.expand((len(q),) + shape)

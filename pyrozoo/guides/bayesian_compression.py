@@ -110,9 +110,10 @@ class BayesianCompressionGuide(SitewiseGuide):
         if missing:
             raise ValueError(f"sites {missing} are neither group scales nor weights of the GroupScalePrior")
 
+    #: Bayesian compression's scales and weights are global
+    global_sites_only = True
+
     def _init_site(self, info, unconstrained_init):
-        if info.plate_dims:
-            raise NotImplementedError(f"site {info.name!r} is inside a plate; Bayesian compression's sites are global")
         key = info.key
         if info.family == "positive":
             self.locs[key] = nn.Parameter(unconstrained_init)

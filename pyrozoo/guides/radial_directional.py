@@ -88,6 +88,9 @@ class RadialDirectionalGuide(MeanFieldNormalGuide):
         self._order = []
 
     # -- construction -------------------------------------------------------------------------
+    #: the radial-directional factorisation is of global weights
+    global_sites_only = True
+
     def _setup_prototype(self, *args, **kwargs):
         # Sphere-valued sites have no bijection from R^n, which the site-wise base class needs;
         # they are hidden from it and given vMF / point-mass posteriors here.
@@ -116,7 +119,10 @@ class RadialDirectionalGuide(MeanFieldNormalGuide):
         plated = [name for name, info in self._sites.items() if info.plate_dims]
         plated += [name for name in spheres if any(f.vectorized for f in self.prototype_trace.nodes[name]["cond_indep_stack"])]
         if plated:
-            raise NotImplementedError(f"RadialDirectionalGuide supports global latent sites only (no plates); plated: {sorted(plated)}")
+            raise ValueError(
+                f"RadialDirectionalGuide cannot cover {sorted(plated)}: they lie inside a plate, and its posteriors are for global "
+                f"sites; a von Mises-Fisher site in a plate has no zoo guide, and real or positive ones go under MeanFieldNormalGuide: "
+                f"CompositeGuide(model, RadialDirectionalGuide, rest=MeanFieldNormalGuide) (pyrozoo.guides)")
         for name, site in self.prototype_trace.iter_stochastic_nodes():
             if name in spheres and name not in self._tied:
                 self._init_direction(name, site)

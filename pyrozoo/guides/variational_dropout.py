@@ -171,11 +171,11 @@ class VariationalDropoutGuide(SitewiseGuide):
         with self._model_at_init_values():
             super()._setup_prototype(*args, **kwargs)
 
+    #: dropout posteriors are for global real-valued weights
+    families = ("real",)
+    global_sites_only = True
+
     def _init_site(self, info, unconstrained_init):
-        if info.family != "real":
-            raise ValueError(f"VariationalDropoutGuide handles real-valued sites only; site {info.name!r} has support {info.support}")
-        if info.plate_dims:
-            raise NotImplementedError(f"site {info.name!r} is inside a plate; dropout posteriors are for global weights")
         init = unconstrained_init
         key = info.key
         if self.parameterization == "zero-mean":

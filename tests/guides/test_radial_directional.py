@@ -116,7 +116,7 @@ def test_plated_latent_sites_are_rejected(plated):
             else:
                 pyro.sample("z", dist.Normal(0.0, 1.0))
 
-    with pytest.raises(NotImplementedError, match="plates"):
+    with pytest.raises(ValueError, match="inside a plate.*CompositeGuide"):
         RadialDirectionalGuide(model)(torch.zeros(1))
 
 
