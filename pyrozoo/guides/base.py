@@ -122,6 +122,20 @@ def cannot_be_sampled(fn) -> bool:
     return isinstance(innermost(fn), UNSAMPLEABLE)
 
 
+#: sd of the start of the sparse weights of SG-MCMC-SA (a site drawn from the SSGL expectation
+#: with no network value): the authors' R code draws beta ~ N(0, 0.1^2) per coordinate
+#: (shared/notes/sgmcmc-sa.md). A start of order one puts p >> n weights' residual into sigma:
+#: at n = 100, p = 200 a uniform (-2, 2) start sent sigma to 7 and every inclusion probability
+#: to 0 (the spike-only fixed point) on every seed, where this start selects the signals.
+SSGL_INIT_SCALE = 0.1
+
+
+def _init_sparse_weights(site: dict) -> torch.Tensor:
+    fn = site["fn"]
+    sigma = innermost(fn).sigma  # the prior's state: its dtype and device
+    return SSGL_INIT_SCALE * torch.randn(fn.batch_shape + fn.event_shape, dtype=sigma.dtype, device=sigma.device)
+
+
 def _init_uniform_unconstrained(site: dict) -> torch.Tensor:
     # A prior that cannot be sampled has no median to start from; like Pyro's init_to_uniform,
     # start uniformly in (-2, 2) on the unconstrained scale (away from the log-uniform's pole at 0
@@ -141,10 +155,14 @@ def init_to_network(site: dict, fallback: Callable = init_to_median) -> torch.Te
     (``site["infer"]["pyrozoo_init_value"]``, set by :class:`~pyrozoo.models.priors.Prior`),
     else ``fallback(site)`` (the prior median by default); for a site whose prior cannot be
     sampled (:func:`cannot_be_sampled`, e.g. a log-uniform weight of a plain Pyro model) a
-    uniform draw in ``(-2, 2)`` on the unconstrained scale instead, as it has no median."""
+    uniform draw in ``(-2, 2)`` on the unconstrained scale instead, as it has no median; for
+    the sparse weights of SG-MCMC-SA (the SSGL expectation) a draw from
+    ``N(0, SSGL_INIT_SCALE^2)`` (see :data:`SSGL_INIT_SCALE`)."""
     value = site["infer"].get(INIT_VALUE_KEY)
     if value is not None:
         return value.detach().clone()
+    if isinstance(innermost(site["fn"]), SSGLExpectedLogDensity):
+        return _init_sparse_weights(site)
     if cannot_be_sampled(site["fn"]):
         return _init_uniform_unconstrained(site)
     return fallback(site)

@@ -20,13 +20,14 @@ from pyrozoo.inference.posterior_averaging import StepSizeWeightedAverage, ensem
 from pyrozoo.inference.sample_storage import DiskSamples, InMemorySamples, SampleGuide
 from pyrozoo.inference.uncertainty import classification_uncertainty, regression_uncertainty, uncertainty
 from pyrozoo.inference.trace_checks import PriorDrawnSiteWarning
-from pyrozoo.inference.diagnostics import DivergenceError, DivergenceWarning, PriorCollapseWarning, RunWarning, WeightCollapseWarning, collect_events
+from pyrozoo.inference.diagnostics import DivergenceError, DivergenceWarning, PriorCollapseWarning, RunWarning, SpikeOnlyWarning, WeightCollapseWarning, collect_events
 
 __all__ = [
     "RunWarning",
     "DivergenceWarning",
     "WeightCollapseWarning",
     "PriorCollapseWarning",
+    "SpikeOnlyWarning",
     "DivergenceError",
     "PriorDrawnSiteWarning",
     "collect_events",

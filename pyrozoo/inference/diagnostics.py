@@ -103,6 +103,14 @@ CHANCE_SDS = 3.0
 CHECK_EXAMPLES = 2048
 CHECK_DRAWS = 8
 
+#: rule 4: SG-MCMC-SA's total inclusion probability (sum of rho) below which no weight is selected
+SPIKE_ONLY_INCLUSION = 0.5
+#: rule 4: the prior inclusion rate delta, times the number of weights, below which the prior
+#: expects a hundredth of a weight in the slab. A chain that goes on to select can dip to about
+#: 0.15 (n = 100, p = 200, three signals: delta 7e-4) before its weights reach the signals; at
+#: the fixed point delta falls on geometrically (1e-9 within 4000 steps)
+SPIKE_ONLY_RATE = 0.01
+
 #: statuses by severity (a run's status is its most severe event's)
 STATUSES = ("ok", "collapsed", "diverged")
 
@@ -132,6 +140,14 @@ class PriorCollapseWarning(RunWarning):
     """The posterior collapsed onto the prior while the fit is at chance."""
 
     kind = "prior_collapse"
+    status = "collapsed"
+
+
+class SpikeOnlyWarning(RunWarning):
+    """SG-MCMC-SA reached the spike-only fixed point: every weight in the spike, the prior
+    inclusion rate collapsing; the chain selects nothing and its results are not a selection."""
+
+    kind = "spike_only"
     status = "collapsed"
 
 
@@ -196,6 +212,27 @@ def with_events(history, events: Sequence[dict]):
 
 
 # -- the rules ------------------------------------------------------------------------------
+def spike_only(rho_sums: Sequence[float], deltas: Sequence[float], num_weights: int, *, inclusion: float = SPIKE_ONLY_INCLUSION,
+               rate: float = SPIKE_ONLY_RATE, min_rows: int = 4) -> Optional[dict]:
+    """Rule 4: the spike-and-slab chain selects nothing and stays so. On each of the last
+    quarter of the history rows (at least ``min_rows``), the inclusion probabilities summed to
+    less than ``inclusion`` (not one weight half in the slab) and the prior inclusion rate
+    ``delta`` was below ``rate / num_weights``. A chain that selects may pass through a state
+    with no weight in the slab early on (every rho starts at 0.5 and the first expectation
+    steps lower them all before the weights reach the signals), with delta well above that
+    rate; at the fixed point, where Deng et al.'s Eq. 15 feeds delta from the rho and each
+    expectation step pulls the weights further into the spike, delta falls on geometrically.
+    Returns the figures of the newest row, or ``None``."""
+    rows = len(rho_sums)
+    window = max(min_rows, -(-rows // 4))
+    if rows < window:
+        return None
+    recent = list(zip(rho_sums[-window:], deltas[-window:]))
+    if all(r < inclusion and d < rate / num_weights for r, d in recent):
+        return {"rho_sum": rho_sums[-1], "delta": deltas[-1], "num_weights": num_weights, "rows": window}
+    return None
+
+
 def energy_blowup(energy: float, best: Optional[float], scale: float, *, growth: float = ENERGY_GROWTH) -> Optional[dict]:
     """Rule 1b: ``energy`` rose above ``best`` (the lowest comparable earlier energy) by more
     than ``growth`` times ``scale`` (the largest earlier magnitude, at least one nat, so that
@@ -374,6 +411,14 @@ class RunMonitor:
         _publish(event)
         warnings.warn(cls(message), stacklevel=4)
         return event
+
+    def report_once(self, cls, *, epoch, step, message, **figures) -> Optional[dict]:
+        """Records and warns about an event of ``cls`` found by another rule (an
+        :class:`~pyrozoo.inference.Adaptation`'s, e.g. :func:`spike_only`), unless one of its
+        kind was reported already."""
+        if self._reported(cls.kind):
+            return None
+        return self._report(cls, epoch=epoch, step=step, message=message, **figures)
 
     def _reported(self, kind: str) -> bool:
         return any(e["kind"] == kind for e in self.events)

@@ -87,6 +87,12 @@ class Adaptation:
     def update(self, sampler: "StochasticGradientMCMC", trace, k: int) -> None:
         pass
 
+    def check(self) -> Optional[tuple]:
+        """After each history row: ``(warning class, message, figures)`` when the run has gone
+        wrong in a way only this adaptation can see (reported once per run, and the run's
+        status follows the warning's), else ``None``."""
+        return None
+
     def logging(self) -> Dict[str, torch.Tensor]:
         """Scalars for the per-epoch history (read once per epoch)."""
         return {}
@@ -486,6 +492,11 @@ class StochasticGradientMCMC:
                 figures.update({f"initial_{k}": float(v) for k, v in (initial[1] or {}).items()})
                 initial = None
             loop.record(row, where=f"by iteration {self.num_steps}", advance=count, figures=figures, step=self.num_steps)
+            for a in self.adaptations:
+                found = a.check()
+                if found is not None:
+                    cls, message, found_figures = found
+                    loop.watch.report_once(cls, epoch=epoch, step=self.num_steps, message=f"{type(self).__name__}: {message}", **found_figures)
             acc, count, t0, errors = None, 0, time.perf_counter(), None
             return row
 

@@ -40,6 +40,7 @@ import torch
 from pyro.poutine.util import site_is_subsample
 
 from pyrozoo.distributions.ssgl_expectation import SSGLExpectedLogDensity
+from pyrozoo.inference.diagnostics import SPIKE_ONLY_INCLUSION, SPIKE_ONLY_RATE, SpikeOnlyWarning, spike_only
 from pyrozoo.inference.sgmcmc import Adaptation
 from pyrozoo.inference.step_sizes import ScheduleLike, as_schedule, checked_value
 from pyrozoo.models.likelihoods import Gaussian
@@ -141,6 +142,7 @@ class StochasticApproximation(Adaptation):
         self.noise_site = noise_site
         self._tied = False
         self._observation_sites = None
+        self._rho_sums, self._deltas = [], []  # per history row, for rule 4
 
     @property
     def state(self):
@@ -244,13 +246,36 @@ class StochasticApproximation(Adaptation):
             target = sigma_tilde(l1_norm, l2_norm, state.num_sparse, prior.nu, prior.lam, residual, count)
             sigma.lerp_(target, omega)
 
+    def check(self):
+        """Rule 4 (:func:`~pyrozoo.inference.diagnostics.spike_only`) on the SSGL state of each
+        history row: a chain that stays at the spike-only fixed point gets a
+        :class:`~pyrozoo.inference.SpikeOnlyWarning`, naming what to try, and the run's status
+        ``"collapsed"``."""
+        state = self.state
+        self._rho_sums.append(float(sum(r.sum() for r in state.rho.values())))
+        self._deltas.append(float(torch.stack([d.reshape(-1).mean() for d in state.delta.values()]).mean()))
+        found = spike_only(self._rho_sums, self._deltas, state.num_sparse)
+        if found is None:
+            return None
+        found["sigma"] = float(state.sigma)
+        return SpikeOnlyWarning, (
+            f"the chain is at the spike-only fixed point: for the last {found['rows']} history rows the inclusion "
+            f"probabilities summed to less than {SPIKE_ONLY_INCLUSION:g} over {state.num_sparse} weights and the prior inclusion "
+            f"rate delta was below {SPIKE_ONLY_RATE:g} / {state.num_sparse} (now {found['rho_sum']:.3g} and {found['delta']:.3g}, "
+            f"sigma {found['sigma']:.3g}); it selects nothing. Start the sparse weights near zero "
+            "(init_values={name: 0.1 * torch.randn(shape)}; plain models get that start by default), let the weights move "
+            "before the SA updates do (a larger offset of the step-size schedule, e.g. PolynomialDecay(1.0, 0.7, "
+            "offset=1000.0)), or run several chains"), found
+
     def logging(self) -> Dict[str, torch.Tensor]:
         state = self.state
         total = sum(r.sum() for r in state.rho.values())
         return {"sigma": state.sigma, "rho_mean": total / state.num_sparse, "delta_mean": torch.stack(list(state.delta.values())).mean()}
 
     def state_dict(self):
-        return {"ssgl": self.state.state_dict()}
+        return {"ssgl": self.state.state_dict(), "rho_sums": list(self._rho_sums), "deltas": list(self._deltas)}
 
     def load_state_dict(self, state):
         self.state.load_state_dict(state["ssgl"])
+        # (checkpoints written before rule 4 have no rows: the rule starts afresh)
+        self._rho_sums, self._deltas = list(state.get("rho_sums", [])), list(state.get("deltas", []))

@@ -27,6 +27,8 @@ from pyrozoo.inference.diagnostics import (
     PriorCollapseWarning,
     RunMonitor,
     RunWarning,
+    SPIKE_ONLY_INCLUSION,
+    SPIKE_ONLY_RATE,
     WeightCollapseWarning,
     classification_at_chance,
     collect_events,
@@ -36,6 +38,7 @@ from pyrozoo.inference.diagnostics import (
     prior_collapse,
     regression_at_chance,
     run_status,
+    spike_only,
     weight_collapse,
 )
 from pyrozoo.inference.importance_weighted import weight_diagnostics
@@ -103,6 +106,26 @@ ESS_CASES = [
 @pytest.mark.parametrize("ess, readings, k, fires", ESS_CASES)
 def test_weight_collapse_rule(ess, readings, k, fires):
     assert (weight_collapse(ess, [readings] * len(ess), k) is not None) == fires
+
+
+# (sum of rho per row, delta per row, fires) for p = 200 weights: the rule's two thresholds
+# just under / at, a dip that recovers, a window of the last quarter of the rows
+P = 200
+LOW_RHO, LOW_DELTA = SPIKE_ONLY_INCLUSION * 0.99, SPIKE_ONLY_RATE / P * 0.99
+SPIKE_CASES = [
+    ([LOW_RHO] * 4, [LOW_DELTA] * 4, True),
+    ([LOW_RHO] * 3, [LOW_DELTA] * 3, False),  # fewer rows than the rule's minimum
+    ([SPIKE_ONLY_INCLUSION] * 4, [LOW_DELTA] * 4, False),
+    ([LOW_RHO] * 4, [SPIKE_ONLY_RATE / P] * 4, False),
+    ([100.0] * 12 + [LOW_RHO] * 4, [0.5] * 12 + [LOW_DELTA] * 4, True),  # the last quarter: 4 of 16 rows
+    ([100.0] * 12 + [LOW_RHO] * 4 + [3.0], [0.5] * 12 + [LOW_DELTA] * 4 + [0.02], False),  # it left
+    ([100.0] * 13 + [LOW_RHO] * 4, [0.5] * 13 + [LOW_DELTA] * 4, False),  # 17 rows: a window of 5
+]
+
+
+@pytest.mark.parametrize("rho_sums, deltas, fires", SPIKE_CASES)
+def test_spike_only_rule(rho_sums, deltas, fires):
+    assert (spike_only(rho_sums, deltas, P) is not None) == fires
 
 
 def test_a_monitor_judges_predictions_against_the_first_step_when_that_is_worse():

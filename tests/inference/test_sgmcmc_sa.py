@@ -3,13 +3,16 @@ formulas, the drift of the Pyro model against the paper's gradient of Q, the EM 
 frozen variants, and a small end-to-end sparse regression."""
 
 import math
+import warnings
 
+import pyro
 import pyro.distributions as dist
 import pytest
 import torch
 from scipy import optimize
 from torch import nn
 
+from pyrozoo.inference import SpikeOnlyWarning
 from pyrozoo.inference.sgmcmc import SGHMC, SGLD
 from pyrozoo.inference.sgmcmc_sa import StochasticApproximation, delta_tilde, rho_tilde, sigma_tilde
 from pyrozoo.inference.step_sizes import PolynomialDecay
@@ -245,3 +248,53 @@ def test_sgld_sa_beats_plain_sgld_on_a_sparse_regression():
     # the adaptive penalty keeps the three signals and shrinks the rest much harder
     assert (sa_beta[:3] - beta[:3]).abs().max() < 0.5
     assert sa_beta[3:].abs().mean() < 0.5 * plain_beta[3:].abs().mean()
+
+
+# -- a plain Pyro model at p >> n (issue 42) --------------------------------------------------------
+
+def _wide_design(n=100, p=200, signals=(10, 80, 150), seed=0, correlation=0.6):
+    """Toeplitz-correlated inputs, three scattered signals, unit noise (Deng et al.'s design,
+    narrower)."""
+    g = torch.Generator().manual_seed(seed)
+    i = torch.arange(p)
+    chol = torch.linalg.cholesky(correlation ** (i[:, None] - i[None, :]).abs().double())
+    x = (torch.randn(n, p, generator=g, dtype=torch.float64) @ chol.T).float()
+    beta = torch.zeros(p)
+    beta[list(signals)] = torch.tensor([2.0, -3.0, 2.5])
+    return x, x @ beta + torch.randn(n, generator=g), list(signals)
+
+
+def _plain_sgld_sa(x, y, seed, init_values=None, steps=4000):
+    """The SG-MCMC tutorial's plain-Pyro recipe: the sparse weights drawn with
+    ``prior.sample_sparse``, the noise precision tied to sigma."""
+    n, p = x.shape
+    prior = SpikeAndSlabPrior(v0=0.1, v1=10.0, sparse=None)
+    prior.empirical_bayes({"beta": (p,)}, sigma=1.0, rho=0.5, delta=0.5)
+
+    def model(x, y=None, idx=None):
+        beta = prior.sample_sparse("beta")
+        tau = pyro.sample("tau", dist.Gamma(1.0, 1.0))
+        with pyro.plate("data", n if idx is not None else len(x), subsample=idx):
+            return pyro.sample("y", dist.Normal(x @ beta, tau.rsqrt()), obs=y)
+
+    sa = StochasticApproximation(prior, PolynomialDecay(1.0, 0.7, offset=100.0), tie_noise=True, noise_site="tau")
+    pyro.set_rng_seed(seed)
+    history = SGLD(model, lr=1e-4, adaptations=[sa], init_values=init_values).run((x, y), num_steps=steps, batch_size=50, seed=seed, progress=False)
+    return history, (prior.state.rho["beta"] > 0.5).nonzero().flatten().tolist()
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_plain_model_at_p_twice_n_selects_the_signals_from_the_default_start(seed):
+    """The default start of a sparse site (N(0, 0.1^2), the authors' own) selects exactly the
+    three signals, quietly; the former start, uniform on (-2, 2), puts the chain at the
+    spike-only fixed point, which is warned about and marks the run collapsed."""
+    x, y, signals = _wide_design(seed=seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SpikeOnlyWarning)
+        history, selected = _plain_sgld_sa(x, y, seed)
+    assert selected == signals and history.attrs["status"] == "ok"
+    far = {"beta": 4 * torch.rand(x.shape[1], generator=torch.Generator().manual_seed(seed)) - 2}
+    with pytest.warns(SpikeOnlyWarning, match="spike-only fixed point.*Start the sparse weights near zero"):
+        history, selected = _plain_sgld_sa(x, y, seed, init_values=far, steps=2000)
+    assert selected == [] and history.attrs["status"] == "collapsed"
+    assert [e["kind"] for e in history.attrs["events"]] == ["spike_only"]
