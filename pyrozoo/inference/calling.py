@@ -34,6 +34,7 @@ from pyro.poutine.util import site_is_subsample
 
 from pyrozoo.data.batching import TensorBatches
 from pyrozoo.data.validation import check_finite
+from pyrozoo.inference.trace_checks import is_enumerated
 from pyrozoo.inference.site_predictive import accepts_subsample, data_plate, probe_trace, signature
 from pyrozoo.poutine.subsample import plate_scale
 
@@ -115,8 +116,9 @@ def model_call_of(model, x: torch.Tensor, y: torch.Tensor, batch_size: Optional[
         raise ValueError(
             f"the model has no plate over the {n} examples, so a minibatch of {batch_size} cannot be scaled to the data set: "
             "put the observation in pyro.plate('data', len(x)) (Pyro's idiom), or pass batch_size=None to train on all the data at each step")
+    # (an enumerated site is summed out per example, not learned: it minibatches like an observation)
     local = [k for k, site in trace.nodes.items() if site["type"] == "sample" and not site["is_observed"] and not site_is_subsample(site)
-             and any(f.vectorized and f.name == plate.name for f in site["cond_indep_stack"])]
+             and not is_enumerated(site) and any(f.vectorized and f.name == plate.name for f in site["cond_indep_stack"])]
     if local:
         raise ValueError(
             f"the model samples {local} per example inside its data plate {plate.name!r}, which fit cannot minibatch from outside "

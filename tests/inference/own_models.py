@@ -13,6 +13,7 @@ from typing import Callable, Optional
 import pyro
 import pyro.distributions as dist
 import torch
+from pyro.infer import config_enumerate
 from pyro.nn import PyroModule, PyroSample
 
 from pyrozoo.data import linear_regression
@@ -50,6 +51,44 @@ def logistic(x, y=None, subsample_size=None):
         return pyro.sample("y", dist.Bernoulli(logits=x[idx] @ w), obs=None if y is None else y[idx])
 
 
+@config_enumerate
+def mixture(x, y=None, subsample_size=None):
+    """Two Gaussian components with equal weights, the assignment summed out (enumerated)."""
+    locs = pyro.sample("locs", dist.Normal(torch.tensor([-1.0, 1.0]), 5.0).to_event(1))
+    with pyro.plate("data", len(x), subsample_size=subsample_size) as idx:
+        a = pyro.sample("a", dist.Categorical(torch.tensor([0.5, 0.5])))
+        return pyro.sample("y", dist.Normal(locs[a], 0.5), obs=None if y is None else y[idx])
+
+
+def hierarchical(x, y=None, subsample_size=None):
+    """A global scale over the weights and an unknown noise scale (two positive latents)."""
+    tau = pyro.sample("tau", dist.HalfNormal(1.0))
+    w = pyro.sample("w", dist.Normal(torch.zeros(x.shape[1]), tau).to_event(1))
+    sigma = pyro.sample("sigma", dist.HalfNormal(1.0))
+    with pyro.plate("data", len(x), subsample_size=subsample_size) as idx:
+        return pyro.sample("y", dist.Normal(x[idx] @ w, sigma), obs=None if y is None else y[idx])
+
+
+def sparse_regression(x, y=None, subsample_size=None):
+    """p = 200 weights under a Laplace prior, n = 100, three signals, unit noise."""
+    w = pyro.sample("w", dist.Laplace(torch.zeros(x.shape[1]), 0.1).to_event(1))
+    with pyro.plate("data", len(x), subsample_size=subsample_size) as idx:
+        return pyro.sample("y", dist.Normal(x[idx] @ w, 1.0), obs=None if y is None else y[idx])
+
+
+#: the sparse design: n, p and the signals' positions and sizes
+SPARSE_N, SPARSE_P, SPARSE_SIGNALS = 100, 200, {10: 2.0, 80: -3.0, 150: 2.5}
+
+
+def sparse_design(seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(SPARSE_N, SPARSE_P, generator=g)
+    beta = torch.zeros(SPARSE_P)
+    for i, b in SPARSE_SIGNALS.items():
+        beta[i] = b
+    return x, x @ beta + torch.randn(SPARSE_N, generator=g)
+
+
 class MLPRegression(PyroModule):
     """A PyroModule MLP with PyroSample weights and a learned noise scale, subsampling itself."""
 
@@ -79,6 +118,8 @@ class OwnModel:
     twin: Callable
     x: torch.Tensor
     y: torch.Tensor
+    #: latent sites the model enumerates (a guide leaves them out: ``hide=``)
+    enumerated: tuple = ()
 
 
 def _with(fn, size):
@@ -98,6 +139,10 @@ def _targets(name: str, x: torch.Tensor) -> torch.Tensor:
         return torch.bernoulli(torch.sigmoid(3 * x @ w), generator=g)
     if name == "heteroscedastic":
         return x @ w + (0.3 * x[:, 0]).exp() * torch.randn(len(x), generator=g)
+    if name == "mixture":
+        return torch.where(x[:, 0] > 0, 3.0, -2.0) + 0.5 * torch.randn(len(x), generator=g)
+    if name == "hierarchical":
+        return x @ w + 0.5 * torch.randn(len(x), generator=g)
     return torch.tanh(x @ w) + 0.2 * torch.randn(len(x), generator=g)
 
 
@@ -109,9 +154,15 @@ def case(name: str) -> OwnModel:
     if name == "mlp_pyromodule":
         pyro.set_rng_seed(0)
         return OwnModel(name, MLPRegression(x.shape[1], subsample_size=None), MLPRegression(x.shape[1]), x, _targets(name, x))
-    fn = {"poisson_glm": poisson_glm, "heteroscedastic": heteroscedastic, "logistic": logistic}[name]
-    return OwnModel(name, _with(fn, None), _with(fn, SUBSAMPLE), x, _targets(name, x))
+    if name == "sparse_regression":
+        xs, ys = sparse_design()
+        return OwnModel(name, _with(sparse_regression, None), _with(sparse_regression, SUBSAMPLE), xs, ys)
+    fn = {"poisson_glm": poisson_glm, "heteroscedastic": heteroscedastic, "logistic": logistic, "mixture": mixture, "hierarchical": hierarchical}[name]
+    return OwnModel(name, _with(fn, None), _with(fn, SUBSAMPLE), x, _targets(name, x), ("a",) if name == "mixture" else ())
 
 
-#: the registry: every case's name
+#: the models with a hand-written density check and a full-plate twin (the prediction tests)
 CASES = ("linear", "poisson_glm", "heteroscedastic", "logistic", "mlp_pyromodule")
+#: the whole registry (issue 42): those, a mixture with an enumerated assignment, a
+#: hierarchical model with a global scale and a sparse regression with p = 200 > n
+REGISTRY = CASES + ("mixture", "hierarchical", "sparse_regression")
