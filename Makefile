@@ -7,7 +7,7 @@ DATA_DIR ?=
 DATA_ARG := $(if $(DATA_DIR),--data-dir $(DATA_DIR),)
 PYTEST_ARGS ?= -q -n 2
 
-.PHONY: setup demo test test-all bench docs results-check
+.PHONY: setup demo test lint test-all bench docs results-check
 
 $(VENV)/.installed: pyproject.toml scripts/setup.sh
 	bash scripts/setup.sh $(VENV)
@@ -19,6 +19,9 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(PYTHON) -m pytest $(PYTEST_ARGS)
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
 
 test-all: $(VENV)/.installed
 	$(PYTHON) -m pytest $(PYTEST_ARGS) --runslow

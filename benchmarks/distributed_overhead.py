@@ -97,7 +97,9 @@ def rank_main(rank, world_size, port, args, queue):
             for name, seconds in medians.items():
                 rows.append({"case": case, "candidate": name, "ms_per_step": seconds * 1e3, "ratio": seconds / base})
             rows.append({"case": case, "candidate": "all-reduce inside the 2-rank step", "ms_per_step": in_step_median * 1e3, "ratio": in_step_median / base})
-            rows.append({"case": case, "candidate": f"(all-reduce share of the 2-rank step: alone {medians['all-reduce'] / medians['2 ranks']:.1%}, inside {in_step_median / medians['2 ranks']:.1%}; {numel} gradient entries)", "ms_per_step": float("nan"), "ratio": float("nan")})
+            share = (f"(all-reduce share of the 2-rank step: alone {medians['all-reduce'] / medians['2 ranks']:.1%}, "
+                     f"inside {in_step_median / medians['2 ranks']:.1%}; {numel} gradient entries)")
+            rows.append({"case": case, "candidate": share, "ms_per_step": float("nan"), "ratio": float("nan")})
     if rank == 0:
         queue.put(rows)
     dist.destroy_process_group()

@@ -208,7 +208,8 @@ CASES: Dict[str, tuple] = {
     "bc-ghs-lrt (traced)": ("BC-GHS, the trace-based objective (before direct evaluation of dependent sites)", lambda a, x, y: pyrozoo_step(a, x, y, "local", GroupHorseshoePrior, BayesianCompressionGuide, objective=_traced)),
     # the same steps with the reference computation (guide.fused = False): before issue 26
     "sparse-vd-lrt (before)": ("Sparse VD, reference posterior + registered KL (pre issue 26)", lambda a, x, y: pyrozoo_step(a, x, y, "local", LogUniformPrior, lambda m: _unfused(SparseVariationalDropoutGuide(m)))),
-    "bc-gnj-lrt (before)": ("BC-GNJ, reference weight posterior + elementwise Normal KL, traced (pre issue 26)", lambda a, x, y: pyrozoo_step(a, x, y, "local", GroupNormalJeffreysPrior, lambda m: _unfused(BayesianCompressionGuide(m)), objective=_traced)),
+    "bc-gnj-lrt (before)": ("BC-GNJ, reference weight posterior + elementwise Normal KL, traced (pre issue 26)",
+                            lambda a, x, y: pyrozoo_step(a, x, y, "local", GroupNormalJeffreysPrior, lambda m: _unfused(BayesianCompressionGuide(m)), objective=_traced)),
     "bc-ghs-lrt (before)": ("BC-GHS, reference weight posterior + elementwise Normal KL, traced (pre issue 26)", lambda a, x, y: pyrozoo_step(a, x, y, "local", GroupHorseshoePrior, lambda m: _unfused(BayesianCompressionGuide(m)), objective=_traced)),
     # mean-field VI as before issue 26 (reference objective and handler; same numbers)
     "mfvi-weight-sampling (before)": ("mfvi-weight-sampling, reference computation (pre issue 26)", lambda a, x, y: mfvi_reference_step(a, x, y, None)),

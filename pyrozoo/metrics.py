@@ -365,7 +365,8 @@ def posterior_moment_errors(samples_or_mean_cov, exact_mean: torch.Tensor, exact
         )
     D = exact_mean.shape[0]
     if mean.shape != (D,) or cov.shape != (D, D):
-        raise ValueError(f"{caller}: the approximation's mean of shape {tuple(mean.shape)} and covariance of shape {tuple(cov.shape)} do not match the exact posterior's dimension D = {D}: pass a ({D},) mean and a ({D}, {D}) covariance, or draws of shape (S, {D})")
+        raise ValueError(f"{caller}: the approximation's mean of shape {tuple(mean.shape)} and covariance of shape {tuple(cov.shape)} do not match the exact "
+                         f"posterior's dimension D = {D}: pass a ({D},) mean and a ({D}, {D}) covariance, or draws of shape (S, {D})")
     dtype = torch.float64 if any(t.dtype == torch.float64 for t in (mean, cov, exact_mean, exact_cov)) else torch.float32
     mean, cov = mean.to(dtype), cov.to(dtype)
     exact_mean, exact_cov = exact_mean.to(dtype=dtype, device=mean.device), exact_cov.to(dtype=dtype, device=mean.device)

@@ -961,7 +961,8 @@ def check_manifest(root: Optional[PathLike] = None, rows: Optional[Mapping[str, 
 __all__ = [
     "COLUMNS", "OLD_COLUMNS", "VERIFIED", "MANIFEST_NAME", "SOURCE_COMMIT_VARIABLE", "INFRASTRUCTURE", "repo_root", "results_dir", "manifest_path", "git", "head_commit",
     "changed_paths", "modified", "commit_label", "read_manifest", "parse_manifest", "manifest_text", "write_manifest", "update", "upsert", "recipe_imports",
-    "depends_of", "split_depends", "code_and_inputs", "RESULTS_PREFIX", "READS_VARIABLE", "tracking_requested", "tracking_reads", "settings_from_argv", "device_label", "command_line", "now_iso", "record_outputs", "record_outputs_or_warn", "declared_threads",
+    "depends_of", "split_depends", "code_and_inputs", "RESULTS_PREFIX", "READS_VARIABLE", "tracking_requested", "tracking_reads", "settings_from_argv",
+    "device_label", "command_line", "now_iso", "record_outputs", "record_outputs_or_warn", "declared_threads",
     "tracking_writes", "recording_outputs", "results_files", "History", "history", "Stale", "verified_value", "verified_commit", "staleness", "Report",
     "check_manifest",
 ]

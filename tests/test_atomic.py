@@ -4,7 +4,6 @@ every results file of the examples, the recipes and pyrozoo goes through it."""
 import ast
 import errno
 import json
-import os
 from pathlib import Path
 
 import pandas as pd

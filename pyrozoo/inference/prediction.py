@@ -196,7 +196,8 @@ def evaluate(model, guide, x: torch.Tensor, y: torch.Tensor, num_samples: int = 
     """
     _check_arguments("evaluate", x, num_samples, batch_size)
     _check_targets(x, y)
-    check_positive_finite("evaluate: y_scale", y_scale, "it is the standard deviation the targets were divided by when standardised as (y - y_shift) / y_scale; pass the training targets' (nonzero) standard deviation, or 1.0 for targets in original units")
+    check_positive_finite("evaluate: y_scale", y_scale, "it is the standard deviation the targets were divided by when standardised as (y - y_shift) / y_scale; "
+                          "pass the training targets' (nonzero) standard deviation, or 1.0 for targets in original units")
     if not math.isfinite(float(y_shift)):  # (a non-number fails here as it did below)
         raise ValueError(f"evaluate: y_shift must be finite, got {float(y_shift)} (the mean the targets were standardised with, or 0.0)")
     if _has_no_likelihood(model):

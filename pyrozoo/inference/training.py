@@ -57,7 +57,8 @@ def collect_parameters(model, guide, objective: ELBO, args) -> list:
     return list(params.values())
 
 
-def training_step(model, guide, objective: ELBO, optimizer: torch.optim.Optimizer, batch: tuple, *, kl_scale: float = 1.0, estimator: Optional[str] = None, params: Optional[list] = None, max_grad_norm: Optional[float] = None, parallel=None) -> torch.Tensor:
+def training_step(model, guide, objective: ELBO, optimizer: torch.optim.Optimizer, batch: tuple, *, kl_scale: float = 1.0, estimator: Optional[str] = None,
+                  params: Optional[list] = None, max_grad_norm: Optional[float] = None, parallel=None) -> torch.Tensor:
     """One optimisation step of :func:`fit` on ``batch``; returns the (detached) loss.
 
     :param kl_scale: weight of the latent (KL) part, applied with :func:`~pyrozoo.poutine.latent_scale`.

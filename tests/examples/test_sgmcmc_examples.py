@@ -97,8 +97,6 @@ def test_classify_cnn_names_runs_and_curves_by_their_settings(tmp_path, monkeypa
     sys.modules.pop("classify_cnn", None)
     import classify_cnn
 
-    from recipes import cnn
-
     default = classify_cnn.parse_args(["--method", "sghmc"])
     other = classify_cnn.parse_args(["--method", "sghmc", "--tau", "500"])
     assert default.settings_tag == "" and other.settings_tag.startswith("_")

@@ -299,7 +299,7 @@ def test_rws_on_the_traced_path_gives_the_doubly_reparameterized_gradient(vector
     or vectorised particles: the same hand-computed estimator at the draws the guide made."""
     problem = conjugate_problem(orthogonal=False)
     loc, scale = off_posterior(problem)
-    model, guide, x, y = pyro_regression_at(problem, "cpu", torch.float64, loc, scale)
+    model, _, x, y = pyro_regression_at(problem, "cpu", torch.float64, loc, scale)
     draws = []
 
     def recording_guide(x, y):

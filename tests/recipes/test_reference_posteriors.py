@@ -7,7 +7,6 @@ import functools
 import math
 
 import numpy as np
-import pyro
 import pyro.distributions as dist
 import pytest
 import torch
