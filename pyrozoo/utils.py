@@ -1,8 +1,9 @@
-"""Devices, seeds, command-line integer ranges and module helpers."""
+"""Devices, seeds, command-line integer ranges, module helpers and deprecated names."""
 
 import copy
+import warnings
 from contextlib import contextmanager
-from typing import Dict, Iterator, List, Optional, Union
+from typing import Callable, Dict, Iterator, List, Optional, Union
 
 import pyro
 import torch
@@ -148,3 +149,19 @@ def rng_states_kept() -> Iterator[None]:
         yield
     finally:
         set_rng_states(states)
+
+
+def deprecated_aliases(module: str, aliases: Dict[str, Callable[[], object]]) -> Callable[[str], object]:
+    """A module ``__getattr__`` (PEP 562) that serves the former names ``aliases`` (``{old name:
+    () -> the object it now names}``) with a ``FutureWarning`` naming the new one, and raises
+    ``AttributeError`` for anything else. Former names stay out of ``__all__``, so the API
+    cases the tests derive from it do not count them twice."""
+
+    def __getattr__(name: str):
+        if name in aliases:
+            obj = aliases[name]()
+            warnings.warn(f"{module}.{name} is deprecated and will be removed in the next release: use {module}.{obj.__name__}", FutureWarning, stacklevel=2)
+            return obj
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    return __getattr__

@@ -50,8 +50,8 @@ from pyrozoo.inference import (
     ClosedFormKL_ELBO,
     ImportanceWeighted_ELBO,
     LinearKLWarmup,
-    Renyi_ELBO,
-    ReweightedWakeSleepLoss,
+    RenyiELBO,
+    ReweightedWakeSleep,
 )
 from pyrozoo.inference.sgmcmc_sa import StochasticApproximation
 from pyrozoo.inference.step_sizes import PolynomialDecay
@@ -469,12 +469,12 @@ METHODS: Dict[str, MethodSpec] = {
         ),
         MethodSpec(
             "renyi", "Renyi-alpha bound (alpha=extra['alpha'], default 0.5), K samples; predicts with resampled q_K",
-            normal_prior, mean_field, lambda s: Renyi_ELBO(alpha=float(s["alpha"]), num_particles=s["num_particles"]), resample=True,
+            normal_prior, mean_field, lambda s: RenyiELBO(alpha=float(s["alpha"]), num_particles=s["num_particles"]), resample=True,
             defaults={"num_particles": 8, "alpha": 0.5},
         ),
         MethodSpec(
             "esbo", "Sagar 2020 (results withdrawn): reweighted wake-sleep reading of Algorithm 1 (not a bound)",
-            normal_prior, mean_field, lambda s: ReweightedWakeSleepLoss(num_particles=s["num_particles"]),
+            normal_prior, mean_field, lambda s: ReweightedWakeSleep(num_particles=s["num_particles"]),
             # from init_scale 1e-3 its inclusive-KL updates, fed by collapsed weights (ESS ~ 1),
             # left the mean nearly where it started (boston split 0 RMSE 6.5)
             defaults={"num_particles": 8, "init_scale": 1e-2},

@@ -124,8 +124,8 @@ from pyrozoo.inference import (
     ClosedFormKL_ELBO,
     ImportanceWeighted_ELBO,
     LinearKLWarmup,
-    Renyi_ELBO,
-    ReweightedWakeSleepLoss,
+    RenyiELBO,
+    ReweightedWakeSleep,
     fit,
     posterior_samples,
 )
@@ -210,8 +210,8 @@ OBJECTIVES: Dict[str, Callable[[], object]] = {
     "SIVI_ELBO": lambda: SIVI_ELBO(int(_DSIVI["K1"])),
     "DSIVI_ELBO": lambda: DSIVI_ELBO(int(_DSIVI["K1"]), int(_DSIVI["K2"])),
     "ImportanceWeighted_ELBO": lambda: ImportanceWeighted_ELBO(num_particles=PARTICLES),
-    "Renyi_ELBO": lambda: Renyi_ELBO(alpha=float(declared.method("renyi").defaults["alpha"]), num_particles=PARTICLES),
-    "ReweightedWakeSleepLoss": lambda: ReweightedWakeSleepLoss(num_particles=PARTICLES),
+    "RenyiELBO": lambda: RenyiELBO(alpha=float(declared.method("renyi").defaults["alpha"]), num_particles=PARTICLES),
+    "ReweightedWakeSleep": lambda: ReweightedWakeSleep(num_particles=PARTICLES),
 }
 
 #: the samplers; ``SG-MCMC-SA`` adapts an SSGL prior and is no combination of a plain model
@@ -875,6 +875,18 @@ def assess(rows: pd.DataFrame) -> pd.DataFrame:
     return rows
 
 
+#: objectives' former names (their deprecated aliases): rows written under them count for the new
+#: names, so a rename does not strand the committed matrix
+FORMER_NAMES = {"Renyi_ELBO": "RenyiELBO", "ReweightedWakeSleepLoss": "ReweightedWakeSleep"}
+
+
+def current_names(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with its ``objective`` column in today's names (:data:`FORMER_NAMES`)."""
+    if "objective" not in table:
+        return table
+    return table.assign(objective=table.objective.replace(FORMER_NAMES))
+
+
 def coverage_problems(table: pd.DataFrame) -> List[str]:
     """What a committed matrix (its rows as read by :func:`recipes.read_runs`) lacks against the
     code today: a problem whose first-seed rows are not exactly :func:`combinations`, a baseline
@@ -885,6 +897,7 @@ def coverage_problems(table: pd.DataFrame) -> List[str]:
     only a rerun of the matrix can fill."""
     problems = []
     statuses = set(STATUS_COLORS)
+    table = current_names(table)
     first = table[table.seed == table.seed.min()]
     is_base = (table.guide == BASELINE.guide) & (table.objective == BASELINE.objective)
     for problem in matrix_problems():
@@ -973,7 +986,7 @@ def run_problem(
     out = runs_path(runs_dir, problem.name) if runs_dir is not None else None
     rows: List[dict] = []
     if out is not None and out.exists():
-        previous = read_runs(out, RUN_COLUMNS, required=KEY + ["run_status", "budget", "reference_digest"], numeric=["seed", "seconds"])
+        previous = current_names(read_runs(out, RUN_COLUMNS, required=KEY + ["run_status", "budget", "reference_digest"], numeric=["seed", "seconds"]))
         stale = previous[previous.budget.astype(str) != digest]
         if len(stale):
             raise ValueError(f"{out} holds {len(stale)} runs made with another budget (digest {stale.budget.iloc[0]}, this run's {digest}): move it aside or pass another results folder")
@@ -1235,7 +1248,7 @@ def plot_heatmap(table: pd.DataFrame):
 
 
 __all__ = [
-    "PRIORS", "GUIDES", "OBJECTIVES", "SAMPLERS", "OWN_PRIOR", "SAMPLES", "PRIOR_KL_WARMUP", "Combination", "BASELINE", "PLAIN_BASELINE",
+    "PRIORS", "GUIDES", "OBJECTIVES", "SAMPLERS", "FORMER_NAMES", "current_names", "OWN_PRIOR", "SAMPLES", "PRIOR_KL_WARMUP", "Combination", "BASELINE", "PLAIN_BASELINE",
     "combinations", "matrix_problems", "MatrixProblem", "load_problem", "Budget", "QUICK_BUDGET", "run_combination",
     "reference_predictive", "score_predictive", "prior_baseline", "quality_bars", "reference_bars", "test_ll_bars", "test_ll_bar", "meets_bar", "own_prior_quality", "assess",
     "planned_runs", "run_problem", "runs_path", "collect", "counts", "summary", "wide_table", "prior_effects", "refusals", "plot_heatmap", "COLUMNS", "KEY", "HARNESS_COLUMNS", "harness_reference_metrics",

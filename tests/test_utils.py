@@ -85,3 +85,20 @@ def test_rng_states_kept_leaves_every_stream_where_it_was_even_when_the_block_re
             raise RuntimeError("inside")
     assert draws(device) == expected
     assert draws(device) != expected  # the comparison can fail: later draws differ
+
+
+@pytest.mark.parametrize("module, old, new", [
+    ("pyrozoo.inference", "Renyi_ELBO", "RenyiELBO"),
+    ("pyrozoo.inference", "ReweightedWakeSleepLoss", "ReweightedWakeSleep"),
+    ("pyrozoo.inference.importance_weighted", "Renyi_ELBO", "RenyiELBO"),
+    ("pyrozoo.inference.rws", "ReweightedWakeSleepLoss", "ReweightedWakeSleep"),
+])
+def test_a_former_name_is_the_new_object_with_a_warning_and_not_in_all(module, old, new):
+    import importlib
+
+    mod = importlib.import_module(module)
+    with pytest.warns(FutureWarning, match=f"{module}.{old} is deprecated.*use {module}.{new}"):
+        assert getattr(mod, old) is getattr(mod, new)
+    assert old not in getattr(mod, "__all__", ())
+    with pytest.raises(AttributeError, match="no attribute 'Renyi_ELBOO'"):
+        getattr(mod, "Renyi_ELBOO")

@@ -8,8 +8,8 @@ from pyrozoo.inference.schedules import BlundellKLReweighting, ConstantKL, KLSch
 from pyrozoo.inference.loop import EpochLoop
 from pyrozoo.inference.training import collect_parameters, default_optimizer, fit, training_step
 from pyrozoo.inference.dsivi import DSIVI_ELBO, SIVI_ELBO
-from pyrozoo.inference.importance_weighted import ImportanceWeighted_ELBO, Renyi_ELBO, weight_diagnostics
-from pyrozoo.inference.rws import ReweightedWakeSleepLoss
+from pyrozoo.inference.importance_weighted import ImportanceWeighted_ELBO, RenyiELBO, weight_diagnostics
+from pyrozoo.inference.rws import ReweightedWakeSleep
 from pyrozoo.inference.importance_resampling import importance_resampled_samples
 from pyrozoo.inference.sgmcmc import SGHMC, SGLD, Adaptation, StochasticGradientMCMC
 from pyrozoo.inference.sgmcmc_sa import StochasticApproximation
@@ -21,6 +21,7 @@ from pyrozoo.inference.sample_storage import DiskSamples, InMemorySamples, Sampl
 from pyrozoo.inference.uncertainty import classification_uncertainty, regression_uncertainty, uncertainty
 from pyrozoo.inference.trace_checks import PriorDrawnSiteWarning
 from pyrozoo.inference.diagnostics import DivergenceError, DivergenceWarning, PriorCollapseWarning, RunWarning, SpikeOnlyWarning, WeightCollapseWarning, collect_events
+from pyrozoo.utils import deprecated_aliases
 
 __all__ = [
     "RunWarning",
@@ -46,9 +47,9 @@ __all__ = [
     "evaluate",
     "DSIVI_ELBO",
     "SIVI_ELBO",
-    "Renyi_ELBO",
+    "RenyiELBO",
     "ImportanceWeighted_ELBO",
-    "ReweightedWakeSleepLoss",
+    "ReweightedWakeSleep",
     "weight_diagnostics",
     "importance_resampled_samples",
     "SGLD",
@@ -68,3 +69,7 @@ __all__ = [
     "classification_uncertainty",
     "regression_uncertainty",
 ]
+
+
+# former names (one release): Pyro's own spelling is RenyiELBO and ReweightedWakeSleep
+__getattr__ = deprecated_aliases("pyrozoo.inference", {"Renyi_ELBO": lambda: RenyiELBO, "ReweightedWakeSleepLoss": lambda: ReweightedWakeSleep})

@@ -12,7 +12,7 @@ from typing import Dict
 import torch
 from pyro.poutine.util import site_is_subsample
 
-from pyrozoo.inference.importance_weighted import Renyi_ELBO, weight_diagnostics
+from pyrozoo.inference.importance_weighted import RenyiELBO, weight_diagnostics
 
 
 @torch.no_grad()
@@ -38,7 +38,7 @@ def importance_resampled_samples(model, guide, x: torch.Tensor, y: torch.Tensor,
     while done < num_samples:
         c = min(chunk, num_samples - done)
         K = c * num_proposals
-        objective = Renyi_ELBO(alpha=0.0, num_particles=K)
+        objective = RenyiELBO(alpha=0.0, num_particles=K)
         direct = objective._weights.direct(model, guide, K, (x, y), {})
         if direct is not None:
             values, log_joint, log_q = direct

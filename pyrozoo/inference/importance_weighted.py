@@ -47,7 +47,7 @@ import pyro
 import torch
 from pyro import poutine
 from pyro.distributions.util import is_identically_zero, scale_and_mask
-from pyro.infer.renyi_elbo import RenyiELBO
+from pyro.infer.renyi_elbo import RenyiELBO as PyroRenyiELBO
 from pyro.poutine.messenger import Messenger
 from pyro.poutine.util import site_is_subsample
 from pyro.util import warn_if_nan
@@ -57,6 +57,7 @@ from pyrozoo.inference.direct import direct_arguments, direct_latent_sites, inde
 from pyrozoo.inference.elbo import DifferentiableLossELBO, _may_have_score_function
 from pyrozoo.inference.trace_checks import check_model_sites, check_observed_shapes
 from pyrozoo.poutine.stack import active_handlers
+from pyrozoo.utils import deprecated_aliases
 
 MINIBATCH_BIAS_WARNING = (
     "importance-weighted objective on a subsampled data plate: the log-mean-exp of N/n-scaled "
@@ -257,7 +258,7 @@ class _ImportanceWeights:
         return guide_traces, torch.stack(log_joint), torch.stack(log_q)
 
 
-class Renyi_ELBO(DifferentiableLossELBO, RenyiELBO):
+class RenyiELBO(DifferentiableLossELBO, PyroRenyiELBO):
     r"""The variational Rényi bound's ``K``-sample estimate :math:`\hat{\mathcal L}_\alpha` (Li & Turner 2016),
     with ``differentiable_loss`` (Pyro's ``RenyiELBO`` has only ``loss`` and
     ``loss_and_grads``), so it works with :func:`~pyrozoo.inference.fit` and any zoo guide.
@@ -316,7 +317,7 @@ class Renyi_ELBO(DifferentiableLossELBO, RenyiELBO):
         return -bound
 
 
-class ImportanceWeighted_ELBO(Renyi_ELBO):
+class ImportanceWeighted_ELBO(RenyiELBO):
     r"""The importance-weighted bound of Burda et al. (2016), Rényi α = 0:
     :math:`\hat{\mathcal L}_K = \log\frac1K\sum_k w_k`, with
     :math:`\mathbb E\hat{\mathcal L}_K \le \log p(\mathcal D)`, non-decreasing in ``K``
@@ -327,3 +328,6 @@ class ImportanceWeighted_ELBO(Renyi_ELBO):
 
     def __init__(self, num_particles: int = 8, max_plate_nesting=float("inf"), vectorize_particles: bool = False, **kwargs):
         super().__init__(alpha=0.0, num_particles=num_particles, max_plate_nesting=max_plate_nesting, vectorize_particles=vectorize_particles, **kwargs)
+
+
+__getattr__ = deprecated_aliases("pyrozoo.inference.importance_weighted", {"Renyi_ELBO": lambda: RenyiELBO})

@@ -78,6 +78,7 @@ from pyro.poutine.util import site_is_subsample
 
 from pyrozoo.distributions.util import innermost
 from pyrozoo.inference.elbo import DifferentiableLossELBO, _may_have_score_function
+from pyrozoo.utils import deprecated_aliases
 from pyrozoo.inference.importance_weighted import _ImportanceWeights, _sum_to_particles, weight_diagnostics
 
 
@@ -131,7 +132,7 @@ class _WakePhiSites:
         return scale.reshape((-1,) + (1,) * (grad.dim() - particle_dim - 1))
 
 
-class ReweightedWakeSleepLoss(DifferentiableLossELBO, ELBO):
+class ReweightedWakeSleep(DifferentiableLossELBO, ELBO):
     r"""Reweighted wake-sleep as one differentiable scalar: the wake-φ (inclusive-KL) gradient
     for the guide, doubly reparameterised where the guide is reparameterised (Tucker et al.
     2019), and the wake-θ IWAE gradient for model parameters and point-mass guide sites.
@@ -146,7 +147,7 @@ class ReweightedWakeSleepLoss(DifferentiableLossELBO, ELBO):
         (:math:`\sum_k\hat w_k\log w_k`) of the last evaluation, detached 0-d tensors.
     """
 
-    #: the estimators :func:`~pyrozoo.inference.fit` may evaluate it under (see :class:`~pyrozoo.inference.Renyi_ELBO`)
+    #: the estimators :func:`~pyrozoo.inference.fit` may evaluate it under (see :class:`~pyrozoo.inference.RenyiELBO`)
     accepted_estimators = (None,)
 
     def __init__(self, num_particles: int = 8, max_plate_nesting=float("inf"), vectorize_particles: bool = False, **kwargs):
@@ -217,3 +218,6 @@ class ReweightedWakeSleepLoss(DifferentiableLossELBO, ELBO):
         if vectorized:
             return total[0], score[0]
         return torch.stack(total), torch.stack(score)
+
+
+__getattr__ = deprecated_aliases("pyrozoo.inference.rws", {"ReweightedWakeSleepLoss": lambda: ReweightedWakeSleep})

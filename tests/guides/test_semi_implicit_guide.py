@@ -13,7 +13,7 @@ from pyrozoo.data import linear_regression, toy_regression_1d
 from pyrozoo.distributions import SemiImplicit
 from pyrozoo.distributions.semi_implicit import find_semi_implicit
 from pyrozoo.guides import MeanFieldNormalGuide, SemiImplicitGuide
-from pyrozoo.inference import DSIVI_ELBO, ImportanceWeighted_ELBO, ReweightedWakeSleepLoss, fit
+from pyrozoo.inference import DSIVI_ELBO, ImportanceWeighted_ELBO, ReweightedWakeSleep, fit
 from pyrozoo.models import MLP, BayesianNeuralNetwork, Gaussian, NormalPrior
 
 
@@ -64,7 +64,7 @@ def test_importance_weighted_objectives_with_a_semi_implicit_guide():
     guide(x, y)
     assert math.isfinite(ImportanceWeighted_ELBO(4).loss(model, guide, x, y))
     with pytest.raises(NotImplementedError, match="semi-implicit"):
-        ReweightedWakeSleepLoss(4).loss(model, guide, x, y)
+        ReweightedWakeSleep(4).loss(model, guide, x, y)
 
 
 def test_training_improves_the_bound():

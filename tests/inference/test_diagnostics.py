@@ -14,7 +14,7 @@ import torch
 
 from pyrozoo.data import UCIDataset
 from pyrozoo.guides import DeltaGuide, MeanFieldNormalGuide, SparseVariationalDropoutGuide, VariationalDropoutGuide
-from pyrozoo.inference import SGHMC, SGLD, BlundellKLReweighting, ImportanceWeighted_ELBO, LinearKLWarmup, ReweightedWakeSleepLoss, evaluate, fit
+from pyrozoo.inference import SGHMC, SGLD, BlundellKLReweighting, ImportanceWeighted_ELBO, LinearKLWarmup, ReweightedWakeSleep, evaluate, fit
 from pyrozoo.inference.diagnostics import (
     CHANCE_SDS,
     ENERGY_GROWTH,
@@ -322,7 +322,7 @@ def test_a_resumed_run_keeps_its_events_and_warns_once(tmp_path):
 
 
 # -- importance-weight collapse -------------------------------------------------------------
-@pytest.mark.parametrize("objective", [ImportanceWeighted_ELBO(8), ReweightedWakeSleepLoss(8)], ids=["iwae", "rws"])
+@pytest.mark.parametrize("objective", [ImportanceWeighted_ELBO(8), ReweightedWakeSleep(8)], ids=["iwae", "rws"])
 def test_importance_weights_collapsing_in_many_dimensions_warn(objective):
     """A BNN of ~400 weights on 100 examples: one of the 8 draws takes all the weight."""
     x, y = _regression(100)

@@ -13,7 +13,7 @@ import torch
 from pyro.infer.autoguide import AutoNormal
 
 from pyrozoo.guides import BayesianCompressionGuide, MeanFieldNormalGuide
-from pyrozoo.inference import ClosedFormKL_ELBO, ImportanceWeighted_ELBO, ReweightedWakeSleepLoss
+from pyrozoo.inference import ClosedFormKL_ELBO, ImportanceWeighted_ELBO, ReweightedWakeSleep
 from pyrozoo.inference.direct import ConditionalDirectGuide, DirectGuide, DirectModel, DirectParticlesModel
 from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical, NormalPrior
 from pyrozoo.models.compression_priors import GroupHorseshoePrior, GroupNormalJeffreysPrior
@@ -137,7 +137,7 @@ def test_importance_weights_are_direct_only_without_any_handler(bnn):
     model, guide, x, y = bnn
     # traced: one guide run per particle; reweighted wake-sleep replays each once more, at the
     # draws held fixed (log q's parameter gradient there)
-    for objective, runs in ((ImportanceWeighted_ELBO(3), 3), (ReweightedWakeSleepLoss(3), 6)):
+    for objective, runs in ((ImportanceWeighted_ELBO(3), 3), (ReweightedWakeSleep(3), 6)):
         assert guide_runs(guide, lambda: objective.loss(model, guide, x, y)) == 0
         assert guide_runs(guide, _under(lambda: latent_scale(0.5), lambda: objective.loss(model, guide, x, y))) == runs
         assert guide_runs(guide, _under(pyro.poutine.block, lambda: objective.loss(model, guide, x, y))) == runs

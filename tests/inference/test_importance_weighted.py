@@ -14,8 +14,8 @@ import torch
 from pyrozoo.guides import MeanFieldNormalGuide
 from pyrozoo.inference import (
     ImportanceWeighted_ELBO,
-    Renyi_ELBO,
-    ReweightedWakeSleepLoss,
+    RenyiELBO,
+    ReweightedWakeSleep,
     fit,
     importance_resampled_samples,
     weight_diagnostics,
@@ -134,7 +134,7 @@ def test_renyi_tends_to_the_elbo_as_alpha_tends_to_one(device, dtype):
     loc, scale = off_posterior(problem)
     model, guide, x, y = setup(problem, device, dtype, loc, scale)
     eps = 1e-4
-    objective = Renyi_ELBO(alpha=1.0 - eps, num_particles=8)
+    objective = RenyiELBO(alpha=1.0 - eps, num_particles=8)
     # same draws: the Rényi estimate differs from the K-sample ELBO (the mean log-weight) by
     # eps/2 * Var(log w) + O(eps^2), and so do the gradients
     pyro.set_rng_seed(7)
@@ -152,13 +152,13 @@ def test_renyi_tends_to_the_elbo_as_alpha_tends_to_one(device, dtype):
         assert torch.allclose(a, b, rtol=10 * eps + rtol, atol=10 * eps * float(b.abs().max()) + rtol)
     # and in expectation it is the analytic ELBO
     R = 200
-    draws = replicate(Renyi_ELBO(alpha=1.0 - eps, num_particles=8), model, guide, x, y, R)
+    draws = replicate(RenyiELBO(alpha=1.0 - eps, num_particles=8), model, guide, x, y, R)
     assert abs(float(draws.mean()) - float(analytic_elbo(problem, loc, scale))) < z_bound() * float(draws.std()) / R**0.5 + 1e-3
 
 
 def test_alpha_one_is_refused():
     with pytest.raises(ValueError, match="ELBO"):
-        Renyi_ELBO(alpha=1.0)
+        RenyiELBO(alpha=1.0)
 
 
 def test_weight_diagnostics_on_hand_made_weights(dtype):
@@ -181,7 +181,7 @@ def test_exact_posterior_gives_full_ess_and_the_evidence(objective, device, dtyp
     mean, cov, log_evidence = exact_posterior(problem)
     model, guide, x, y = setup(problem, device, dtype, mean, cov.diagonal().sqrt())
     K = 16
-    obj = {"iwae": ImportanceWeighted_ELBO(K), "renyi": Renyi_ELBO(alpha=-0.5, num_particles=K), "rws": ReweightedWakeSleepLoss(K)}[objective]
+    obj = {"iwae": ImportanceWeighted_ELBO(K), "renyi": RenyiELBO(alpha=-0.5, num_particles=K), "rws": ReweightedWakeSleep(K)}[objective]
     loss = obj.loss(model, guide, x, y)
     # (log-weights are sums of terms of size ~|log p(D)|, so rounding spreads them by ~eps * 50)
     tol = 1e-3 if dtype == torch.float32 else 1e-6
@@ -207,7 +207,7 @@ def test_a_latent_the_guide_leaves_to_the_prior_cancels_from_the_weights(objecti
     def exact_guide(x, y):
         pyro.sample("w", dist.Normal(mean.to(device, dtype), cov.diagonal().sqrt().to(device, dtype)).to_event(1))
 
-    obj = {"iwae": ImportanceWeighted_ELBO(8), "renyi": Renyi_ELBO(alpha=-0.5, num_particles=8), "rws": ReweightedWakeSleepLoss(8)}[objective]
+    obj = {"iwae": ImportanceWeighted_ELBO(8), "renyi": RenyiELBO(alpha=-0.5, num_particles=8), "rws": ReweightedWakeSleep(8)}[objective]
     tol = 1e-3 if dtype == torch.float32 else 1e-6
     with pytest.warns(PriorDrawnSiteWarning, match="'u' is in the model but not in the guide") as record:
         for _ in range(3):
@@ -221,7 +221,7 @@ def test_differentiable_loss_and_loss_and_grads_agree(objective, device):
     problem = conjugate_problem(orthogonal=False)
     loc, scale = off_posterior(problem)
     model, guide, x, y = setup(problem, device, torch.float64, loc, scale)
-    make = {"iwae": lambda: ImportanceWeighted_ELBO(8), "renyi": lambda: Renyi_ELBO(0.5, 8), "rws": lambda: ReweightedWakeSleepLoss(8)}[objective]
+    make = {"iwae": lambda: ImportanceWeighted_ELBO(8), "renyi": lambda: RenyiELBO(0.5, 8), "rws": lambda: ReweightedWakeSleep(8)}[objective]
     params = list(guide.parameters())
     pyro.set_rng_seed(3)
     loss = make().differentiable_loss(model, guide, x, y)
@@ -237,7 +237,7 @@ def _rws_draws(problem, model, guide, x, y, seed, K=8, R=1):
     """``R`` independent reweighted wake-sleep evaluations with the random numbers of ``seed``
     (drawn as ``R * K`` particles): the draws ``(R, K, d)``, their normalised weights
     ``(R, K)`` and the hand-computed ``d log w_k / d theta_k``, and the guide's ``m`` and ``s``."""
-    obj = ReweightedWakeSleepLoss(K)
+    obj = ReweightedWakeSleep(K)
     pyro.set_rng_seed(seed)
     with torch.no_grad():
         values, log_joint, log_q = obj._weights.direct(model, guide, R * K, (x, y), {})
@@ -258,7 +258,7 @@ def test_rws_guide_gradient_is_the_doubly_reparameterized_wake_phi_gradient():
     problem = conjugate_problem(orthogonal=False)
     loc, scale = off_posterior(problem)
     model, guide, x, y = setup(problem, "cpu", torch.float64, loc, scale)
-    obj = ReweightedWakeSleepLoss(8)
+    obj = ReweightedWakeSleep(8)
     pyro.set_rng_seed(5)
     loss = obj.differentiable_loss(model, guide, x, y)
     g_loc, g_log_scale = torch.autograd.grad(loss, [guide.locs["weight"], guide.log_scales["weight"]])
@@ -311,7 +311,7 @@ def test_rws_on_the_traced_path_gives_the_doubly_reparameterized_gradient(vector
 
     K = 8
     pyro.set_rng_seed(7)
-    loss = ReweightedWakeSleepLoss(K, vectorize_particles=vectorize).differentiable_loss(model, recording_guide, x, y)
+    loss = ReweightedWakeSleep(K, vectorize_particles=vectorize).differentiable_loss(model, recording_guide, x, y)
     m, log_s = pyro.param("loc"), pyro.param("scale").unconstrained()
     g_loc, g_log_scale = torch.autograd.grad(loss, [m, log_s])
     theta = torch.cat([d.detach().reshape(-1, x.shape[1]) for d in draws])[-K:]
@@ -350,7 +350,7 @@ def test_rws_keeps_the_score_function_form_for_a_discrete_guide_site():
     guide(y)
     K = 16
     pyro.set_rng_seed(2)
-    loss = ReweightedWakeSleepLoss(K).differentiable_loss(model, guide, y)
+    loss = ReweightedWakeSleep(K).differentiable_loss(model, guide, y)
     logit, loc = pyro.param("logit"), pyro.param("loc")
     g_logit, g_loc = torch.autograd.grad(loss, [logit, loc])
     pyro.set_rng_seed(2)
@@ -377,7 +377,7 @@ def test_rws_with_many_particles_recovers_the_posterior_moments(device):
     sd = cov.diagonal().sqrt()
     model, guide, x, y = setup(problem, device, torch.float64, mean + 2 * sd, 3 * sd)
     steps = 200
-    fit(model, guide, (x, y), epochs=steps, objective=ReweightedWakeSleepLoss(500), batch_size=len(y), lr=0.05,
+    fit(model, guide, (x, y), epochs=steps, objective=ReweightedWakeSleep(500), batch_size=len(y), lr=0.05,
         lr_schedule=lambda e: 1.0 - 0.95 * e / steps, progress=False, seed=0)
     loc = guide.locs["weight"].detach().cpu().reshape(-1)
     fitted_sd = guide.log_scales["weight"].detach().exp().cpu().reshape(-1)
@@ -452,7 +452,7 @@ def test_matches_pyros_renyi_elbo_on_the_same_draws(alpha, device):
     model, guide, x, y = pyro_regression_at(problem, device, torch.float64, loc, scale)
     params = [pyro.param("loc").unconstrained(), pyro.param("scale").unconstrained()]
     results = []
-    for objective in (Renyi_ELBO(alpha, num_particles=6, vectorize_particles=True), pyro.infer.RenyiELBO(alpha, num_particles=6, vectorize_particles=True)):
+    for objective in (RenyiELBO(alpha, num_particles=6, vectorize_particles=True), pyro.infer.RenyiELBO(alpha, num_particles=6, vectorize_particles=True)):
         for p in params:
             p.grad = None
         pyro.set_rng_seed(11)
@@ -495,7 +495,7 @@ def test_a_guide_without_latent_sites_weighs_on_the_models_device_and_dtype(obje
         pass
 
     pyro.clear_param_store()
-    made = {"iwae": ImportanceWeighted_ELBO, "renyi": lambda **kw: Renyi_ELBO(alpha=0.5, **kw), "rws": ReweightedWakeSleepLoss}[objective]
+    made = {"iwae": ImportanceWeighted_ELBO, "renyi": lambda **kw: RenyiELBO(alpha=0.5, **kw), "rws": ReweightedWakeSleep}[objective]
     elbo = made(num_particles=3, vectorize_particles=vectorize, max_plate_nesting=1)
     if objective != "rws":
         log_joint, log_q = elbo.log_weights(model, guide, y)

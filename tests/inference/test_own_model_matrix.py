@@ -75,7 +75,7 @@ def run_cell(c, guide_cls, objective_cls, *, epochs, lr=0.02, num_samples=8):
             history = fit(c.full, guide, (c.x, c.y), objective=_make_objective(objective_cls), epochs=epochs, batch_size=None, lr=lr, progress=False, seed=0)
         except (ValueError, TypeError, NotImplementedError) as refusal:
             return "refused", str(refusal)
-        if issubclass(objective_cls, inference.Renyi_ELBO):
+        if issubclass(objective_cls, inference.RenyiELBO):
             draws = importance_resampled_samples(c.full, guide, c.x, c.y, num_samples=num_samples, num_proposals=_make_objective(objective_cls).num_particles)
             scores = evaluate(c.full, None, c.x, c.y, num_samples=num_samples, samples=draws)
         else:

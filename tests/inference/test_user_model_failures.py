@@ -24,8 +24,8 @@ from pyrozoo.inference import (
     ClosedFormKL_ELBO,
     DSIVI_ELBO,
     ImportanceWeighted_ELBO,
-    Renyi_ELBO,
-    ReweightedWakeSleepLoss,
+    RenyiELBO,
+    ReweightedWakeSleep,
     fit,
 )
 from tests.inference.user_models import PROBLEMS, per_example, quality_floor, train
@@ -46,7 +46,7 @@ def baseline(name, guide_class, steps, lr):
 def rws_reaches_the_mean_field_fit(name, steps, lr, via):
     problem, mean_field = baseline(name, MeanFieldNormalGuide, steps, lr)
     guide = MeanFieldNormalGuide(problem.model)  # the default start: init_scale=1e-3
-    train(problem, guide, ReweightedWakeSleepLoss(8), steps=steps, lr=lr, via=via)
+    train(problem, guide, ReweightedWakeSleep(8), steps=steps, lr=lr, via=via)
     got = float(per_example(problem, guide).mean())
     floor = quality_floor(problem, mean_field)
     assert got >= floor, f"RWS {problem.metric} {got:.3f} < {floor:.3f} (mean-field ELBO {float(mean_field.mean()):.3f})"
@@ -87,7 +87,7 @@ def test_rws_splits_the_gradient_between_model_and_guide_parameters():
     guide = MeanFieldNormalGuide(model, init_scale=0.2)
     guide(x, y)
     pyro.set_rng_seed(3)
-    loss = ReweightedWakeSleepLoss(K).differentiable_loss(model, guide, x, y)
+    loss = ReweightedWakeSleep(K).differentiable_loss(model, guide, x, y)
     log_noise = pyro.param("noise").unconstrained()
     g_noise, g_loc = torch.autograd.grad(loss, [log_noise, guide.locs["w"]])
     pyro.set_rng_seed(3)
@@ -110,7 +110,7 @@ def test_rws_splits_the_gradient_between_model_and_guide_parameters():
     pyro.clear_param_store()
     guide = MeanFieldNormalGuide(model_without_parameters, init_scale=0.2)
     guide(x, y)
-    loss = ReweightedWakeSleepLoss(K).differentiable_loss(model_without_parameters, guide, x, y)
+    loss = ReweightedWakeSleep(K).differentiable_loss(model_without_parameters, guide, x, y)
     grads = torch.autograd.grad(loss, list(guide.parameters()))
     assert all(torch.isfinite(g).all() and g.abs().sum() > 0 for g in grads)
 
@@ -126,18 +126,18 @@ def test_rws_with_a_delta_guide_is_map(name):
     guide(x, y, idx)
     params = list(guide.parameters())
     results = []
-    for objective in (ReweightedWakeSleepLoss(8), ClosedFormKL_ELBO()):
+    for objective in (ReweightedWakeSleep(8), ClosedFormKL_ELBO()):
         loss = objective.differentiable_loss(problem.model, guide, x, y, idx)
         results.append((loss.item(), torch.autograd.grad(loss, params)))
     (rws_loss, rws_grads), (map_loss, map_grads) = results
     assert rws_loss == pytest.approx(map_loss, rel=1e-5)
     for a, b in zip(rws_grads, map_grads):
         assert torch.allclose(a, b, rtol=1e-4, atol=1e-6 * float(b.abs().max()))
-    history = fit(problem.model, guide, (x, y), epochs=3, objective=ReweightedWakeSleepLoss(4), batch_size=len(x), lr=0.01, progress=False, seed=0)
+    history = fit(problem.model, guide, (x, y), epochs=3, objective=ReweightedWakeSleep(4), batch_size=len(x), lr=0.01, progress=False, seed=0)
     assert history.ess.to_numpy() == pytest.approx(4.0, rel=1e-3)  # equal weights: the effective sample size is K
 
 
-IW_OBJECTIVES = {"iwae": lambda: ImportanceWeighted_ELBO(4), "renyi": lambda: Renyi_ELBO(0.5, 4), "rws": lambda: ReweightedWakeSleepLoss(4)}
+IW_OBJECTIVES = {"iwae": lambda: ImportanceWeighted_ELBO(4), "renyi": lambda: RenyiELBO(0.5, 4), "rws": lambda: ReweightedWakeSleep(4)}
 
 
 @pytest.mark.parametrize("estimator", ["local", "flipout", "per-example"])
