@@ -151,16 +151,17 @@ def rng_states_kept() -> Iterator[None]:
         set_rng_states(states)
 
 
-def deprecated_aliases(module: str, aliases: Dict[str, Callable[[], object]]) -> Callable[[str], object]:
+def deprecated_aliases(module: str, aliases: Dict[str, Callable[[], object]], new_module: Optional[str] = None) -> Callable[[str], object]:
     """A module ``__getattr__`` (PEP 562) that serves the former names ``aliases`` (``{old name:
     () -> the object it now names}``) with a ``FutureWarning`` naming the new one, and raises
-    ``AttributeError`` for anything else. Former names stay out of ``__all__``, so the API
-    cases the tests derive from it do not count them twice."""
+    ``AttributeError`` for anything else (``new_module``: where the objects live now, when
+    they moved). Former names stay out of ``__all__``, so the API cases the tests derive from
+    it do not count them twice."""
 
     def __getattr__(name: str):
         if name in aliases:
             obj = aliases[name]()
-            warnings.warn(f"{module}.{name} is deprecated and will be removed in the next release: use {module}.{obj.__name__}", FutureWarning, stacklevel=2)
+            warnings.warn(f"{module}.{name} is deprecated and will be removed in the next release: use {new_module or module}.{obj.__name__}", FutureWarning, stacklevel=2)
             return obj
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
 

@@ -985,7 +985,7 @@ OH = (
         "oh-bessel", "oh", "Oh et al. 2020, Sec. 3.2 and Fig. 5",
         "Averaging the lower and upper bounds of the Bessel-function ratio gives stable vMF gradients up to thousands of dimensions, with a gap that shrinks as the dimension grows",
         "the bounds' gap is tiny for large dimensions and stable training up to several thousand dimensions (paper, a figure)",
-        untestable="no results file holds this: the ratio approximation is checked against stored references by the unit tests (tests/distributions/test_special.py, test_von_mises_fisher.py), and benchmarks/vmf_sampling.py prints timings without writing a table",
+        untestable="no results file holds this: the ratio approximation is checked against stored references by the unit tests (tests/ops/test_special.py, tests/distributions/test_von_mises_fisher.py), and benchmarks/vmf_sampling.py prints timings without writing a table",
     ),
 )
 

@@ -102,3 +102,20 @@ def test_a_former_name_is_the_new_object_with_a_warning_and_not_in_all(module, o
     assert old not in getattr(mod, "__all__", ())
     with pytest.raises(AttributeError, match="no attribute 'Renyi_ELBOO'"):
         getattr(mod, "Renyi_ELBOO")
+
+
+def test_the_bessel_functions_moved_to_ops_with_their_former_paths_kept():
+    import importlib
+
+    import pyrozoo.distributions as distributions
+    import pyrozoo.ops as ops
+
+    with pytest.warns(FutureWarning, match="pyrozoo.distributions.bessel_iv_ratio is deprecated.*use pyrozoo.ops.bessel_iv_ratio"):
+        assert distributions.bessel_iv_ratio is ops.bessel_iv_ratio
+    assert "bessel_iv_ratio" not in distributions.__all__
+    import sys
+
+    sys.modules.pop("pyrozoo.distributions.special", None)
+    with pytest.warns(FutureWarning, match="use pyrozoo.ops.special"):
+        special = importlib.import_module("pyrozoo.distributions.special")
+    assert special.log_bessel_iv is ops.log_bessel_iv

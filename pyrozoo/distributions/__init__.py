@@ -18,20 +18,12 @@ from pyrozoo.distributions.semi_implicit import (
     semi_implicit_samples,
 )
 from pyrozoo.distributions.von_mises_fisher import HypersphericalUniform, VonMisesFisher
-from pyrozoo.distributions.special import (
-    bessel_iv_ratio,
-    bessel_iv_ratio_bounds,
-    bessel_iv_ratio_and_complement,
-    bessel_iv_ratio_complement,
-    bessel_iv_ratio_derivative,
-    log_bessel_iv,
-    log_bessel_ive_div_pow,
-    log_bessel_iv_div_pow,
-)
 from pyrozoo.distributions.ard import ARDNormal
 from pyrozoo.distributions.dropout_normal import DropoutNormal
 from pyrozoo.distributions.log_uniform import LogUniformImproper
 from pyrozoo.distributions import kl  # noqa: F401  (registers the KLs)
+from pyrozoo import ops
+from pyrozoo.utils import deprecated_aliases
 
 __all__ = [
     "LogScaleNormal",
@@ -50,15 +42,11 @@ __all__ = [
     "LinearAutoregressiveNormal",
     "VonMisesFisher",
     "HypersphericalUniform",
-    "log_bessel_iv",
-    "log_bessel_iv_div_pow",
-    "bessel_iv_ratio",
-    "bessel_iv_ratio_bounds",
-    "bessel_iv_ratio_derivative",
-    "bessel_iv_ratio_complement",
-    "bessel_iv_ratio_and_complement",
-    "log_bessel_ive_div_pow",
     "LogUniformImproper",
     "ARDNormal",
     "DropoutNormal",
 ]
+
+
+# the Bessel functions moved to pyrozoo.ops (one release under their former names here)
+__getattr__ = deprecated_aliases("pyrozoo.distributions", {name: (lambda name=name: getattr(ops, name)) for name in ops.__all__}, "pyrozoo.ops")

@@ -420,7 +420,7 @@ for _q_type in (dist.Normal, torch.distributions.Normal, LogScaleNormal, Dropout
 
 
 # -- von Mises-Fisher and the uniform distribution on the sphere (issue 3) -------------------
-from pyrozoo.distributions.special import bessel_iv_ratio_and_complement, log_bessel_ive_div_pow  # noqa: E402
+from pyrozoo.ops.special import bessel_iv_ratio_and_complement, log_bessel_ive_div_pow  # noqa: E402
 from pyrozoo.distributions.von_mises_fisher import (  # noqa: E402
     HypersphericalUniform,
     VonMisesFisher,

@@ -3,7 +3,7 @@ r"""The von Mises–Fisher distribution on the unit sphere, and the uniform dist
 :math:`\mathrm{vMF}(x \mid \mu, \kappa) = C_d(\kappa)\, e^{\kappa \mu^\top x}` on
 :math:`S^{d-1} \subset \mathbb R^d`, with
 :math:`C_d(\kappa) = \kappa^{d/2-1} / ((2\pi)^{d/2} I_{d/2-1}(\kappa))` (Oh et al. 2020, eq. 4).
-Its special functions come from :mod:`pyrozoo.distributions.special`; its KL divergences
+Its special functions come from :mod:`pyrozoo.ops.special`; its KL divergences
 (vMF‖vMF, vMF‖uniform, uniform‖vMF) are registered in :mod:`pyrozoo.distributions.kl`.
 
 For large :math:`\kappa`, :math:`\log C_d(\kappa) \approx -\kappa` and :math:`A_d(\kappa) \approx 1`, and the
@@ -28,7 +28,7 @@ from torch.autograd.function import once_differentiable
 from torch.distributions.utils import lazy_property
 
 from pyrozoo.distributions.constraints import positive_finite
-from pyrozoo.distributions.special import (
+from pyrozoo.ops.special import (
     bessel_iv_ratio,
     bessel_iv_ratio_complement,
     bessel_iv_ratio_derivative,
@@ -472,7 +472,7 @@ class VonMisesFisher(TorchDistribution):
         r"""Per-coordinate variance: :math:`E[x x^\top] = (A/\kappa) I + (1 - d A / \kappa) \mu\mu^\top`, so
         :math:`\mathrm{Var}[x_i] = A/\kappa + (A' - A/\kappa)\mu_i^2` with
         :math:`A' = 1 - A^2 - (d-1)A/\kappa`, whose terms cancel for large :math:`\kappa`: its value
-        comes from :func:`~pyrozoo.distributions.special.bessel_iv_ratio_derivative`, and only its
+        comes from :func:`~pyrozoo.ops.special.bessel_iv_ratio_derivative`, and only its
         gradient (where :math:`\kappa` requires one) from the closed form."""
         kappa = _compact(self.concentration).to(torch.float64)
         a = vmf_mean_resultant_length(self.dim, kappa)

@@ -35,13 +35,13 @@ from torch.distributions import kl_divergence
 
 from pyrozoo.distributions import HypersphericalUniform, VonMisesFisher
 from pyrozoo.distributions import von_mises_fisher as vmf_module
-from pyrozoo.distributions.special import bessel_iv_ratio
+from pyrozoo.ops.special import bessel_iv_ratio
 from pyrozoo.distributions.von_mises_fisher import log_sphere_area, vmf_concentration, vmf_log_normalizer
 from tests.stats import mean_tolerance, z_bound
 
-_FIXTURE = json.loads((Path(__file__).parent / "bessel_references.json").read_text())
+_FIXTURE = json.loads((Path(__file__).parents[1] / "ops" / "bessel_references.json").read_text())
 REFERENCES = _FIXTURE["points"]
-#: mpmath references at kappa from 1e13 to the largest float64 (see generate_bessel_references.py)
+#: mpmath references at kappa from 1e13 to the largest float64 (see tests/ops/generate_bessel_references.py)
 HUGE = _FIXTURE["huge_points"]
 HUGE_KAPPAS = [1e13, 1e20, 1e100, 1e200, 1e300]
 F32_EPS = torch.finfo(torch.float32).eps

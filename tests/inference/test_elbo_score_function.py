@@ -16,7 +16,7 @@ import torch
 from torch.distributions import kl_divergence
 
 from pyrozoo.distributions import HypersphericalUniform, VonMisesFisher
-from pyrozoo.distributions.special import bessel_iv_ratio
+from pyrozoo.ops.special import bessel_iv_ratio
 from pyrozoo.inference import ClosedFormKL_ELBO
 from pyrozoo.inference.elbo import _may_have_score_function
 from tests.stats import z_bound

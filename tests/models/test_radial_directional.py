@@ -10,7 +10,7 @@ from scipy import stats
 from torch import nn
 
 from pyrozoo.distributions import HypersphericalUniform, VonMisesFisher
-from pyrozoo.distributions.special import bessel_iv_ratio
+from pyrozoo.ops.special import bessel_iv_ratio
 from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical, Gaussian, RadialDirectionalPrior
 from pyrozoo.models.radial_directional import GROUPINGS, LOCATION_SITE_KEY, compose_weight, decompose_weight, weight_groups
 from pyrozoo.models.priors import INIT_VALUE_KEY

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pyrozoo.distributions.special import (
+from pyrozoo.ops.special import (
     UAE_MIN_ORDER,
     bessel_iv_ratio,
     bessel_iv_ratio_and_complement,
@@ -346,7 +346,7 @@ def test_random_grid_matches_live_mpmath():
     mpmath evaluated now, in float64 (the issue's tolerances) and float32 (finite, rounded); and
     the ratio's kappa-derivative."""
     mpmath = pytest.importorskip("mpmath")
-    from tests.distributions.generate_bessel_references import log_iv
+    from tests.ops.generate_bessel_references import log_iv
 
     g = torch.Generator().manual_seed(2024)
     n = 120

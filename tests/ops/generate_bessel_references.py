@@ -20,7 +20,7 @@ integrated by mpmath's tanh-sinh quadrature with break points around the peak of
 integrand; nu = 0 uses ``mpmath.besseli``. Where ``besseli`` is fast the two are checked to
 agree to 1e-25. Run from the repository root (takes a few minutes):
 
-    python tests/distributions/generate_bessel_references.py
+    python tests/ops/generate_bessel_references.py
 
 ``huge_points`` (a few seconds; ``--huge-only`` rewrites just them) hold the exponentially scaled
 quantities at concentrations from 1e13 to the largest float64, where I_nu(kappa) itself is far
