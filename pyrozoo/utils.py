@@ -9,8 +9,10 @@ import pyro
 import torch
 
 
-def resolve_device(device: Union[str, torch.device, None] = None, module: Optional[torch.nn.Module] = None) -> torch.device:
-    """``device`` as a ``torch.device``; ``None`` means where ``module`` lives (or the CPU).
+def resolve_device(device: Union[str, torch.device, None] = None, module: Optional[torch.nn.Module] = None, like: Optional[torch.Tensor] = None) -> torch.device:
+    """``device`` as a ``torch.device``; ``None`` means where ``module`` lives, else where the
+    tensor ``like`` (the data) lives (a plain Pyro model, or a ``PyroModule`` whose weights
+    are all ``PyroSample``, has no parameters to say), else the CPU.
 
     ``"auto"`` picks CUDA when available. Asking for CUDA on a machine without it is an error.
     """
@@ -18,7 +20,7 @@ def resolve_device(device: Union[str, torch.device, None] = None, module: Option
         if isinstance(module, torch.nn.Module):
             for t in list(module.parameters()) + list(module.buffers()):
                 return t.device
-        return torch.device("cpu")
+        return like.device if torch.is_tensor(like) else torch.device("cpu")
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     device = torch.device(device)

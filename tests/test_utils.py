@@ -119,3 +119,13 @@ def test_the_bessel_functions_moved_to_ops_with_their_former_paths_kept():
     with pytest.warns(FutureWarning, match="use pyrozoo.ops.special"):
         special = importlib.import_module("pyrozoo.distributions.special")
     assert special.log_bessel_iv is ops.log_bessel_iv
+
+
+def test_a_model_without_parameters_trains_where_its_data_are():
+    from pyrozoo.utils import resolve_device
+
+    data = torch.zeros(3, device="meta")
+    assert resolve_device(None, torch.nn.Linear(2, 2), like=data) == torch.device("cpu")  # the module's own
+    assert resolve_device(None, lambda x: x, like=data) == torch.device("meta")
+    assert resolve_device(None, torch.nn.Module(), like=data) == torch.device("meta")
+    assert resolve_device(None, None) == torch.device("cpu")

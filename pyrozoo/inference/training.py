@@ -131,7 +131,7 @@ def fit(
     :param str estimator: ``"local"`` (local reparameterization), ``"flipout"`` or ``None``; an
         objective that declares ``accepted_estimators`` (the importance-weighted ones: ``None``
         only) refuses any other before training starts.
-    :param device: where to train (default: where the model is).
+    :param device: where to train (default: where the model is; for a model without parameters, where the data are).
     :param int seed: seeds Pyro, torch, numpy, random and the batch order.
     :param checkpoint: file for periodic checkpoints (model, guide, param store, optimizer,
         history, random states); with ``resume=True`` an existing one is continued from.
@@ -175,7 +175,8 @@ def fit(
             "'per-example' estimators draw weights per example, which that objective does not allow"
         )
     parallel = resolve_parallel(distributed)
-    device = resolve_device(device, model)
+    first_tensor = data.tensors[0] if isinstance(data, TensorBatches) else (data[0] if isinstance(data, (tuple, list)) and data else None)
+    device = resolve_device(device, model, like=first_tensor)
     if seed is not None:
         set_seed(seed)
 
