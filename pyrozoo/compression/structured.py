@@ -228,6 +228,12 @@ def remove_pruned_units(
     for l, layer in enumerate(chain):
         module = layer.module
         out_idx = kept[l].nonzero().flatten()
+        if len(out_idx) == 0 or (l > 0 and not bool(kept[l - 1].any())):
+            # (torch cannot shape a layer of no units; a network without them is a constant)
+            raise ValueError(
+                f"remove_pruned_units: layer {layer.name!r} keeps no unit{'' if len(out_idx) == 0 else ' to read from'}: every weight "
+                "into it is pruned, so the pruned network's output does not depend on its input. Prune less (a looser threshold, "
+                "or one per layer), or predict with the masked network itself")
         if l == 0:
             in_units = input_used if (prune_inputs and layer.kind == "linear") else torch.ones_like(input_used)
         else:

@@ -143,3 +143,17 @@ def test_unsupported_networks_raise():
         remove_pruned_units(nn.Sequential(nn.Linear(3, 4)), torch.rand(2, 3), {"0.weight": torch.ones(2, 2, dtype=torch.bool)})
     with pytest.raises(TypeError, match="bool"):
         remove_pruned_units(nn.Sequential(nn.Linear(3, 4)), torch.rand(2, 3), {"0.weight": torch.ones(4, 3)})
+
+
+
+@pytest.mark.parametrize("layer", ["0", "2"])
+def test_a_layer_with_every_weight_pruned_is_refused_naming_the_fix(layer):
+    from pyrozoo.compression.structured import remove_pruned_units
+    from pyrozoo.models import MLP
+
+    torch.manual_seed(0)
+    net = MLP(4, [3], 2)
+    with torch.no_grad():
+        getattr(net, layer).weight.zero_()
+    with pytest.raises(ValueError, match="keeps no unit.*Prune less"):
+        remove_pruned_units(net, torch.randn(5, 4))
