@@ -261,7 +261,7 @@ def observed_names(model, guide, x: torch.Tensor, y: Optional[torch.Tensor] = No
 def draw_sites(model, guide, x: torch.Tensor, names: Sequence[str], num_samples: int, y: Optional[torch.Tensor] = None,
                samples: Optional[Dict[str, torch.Tensor]] = None, batch_size: Optional[int] = None, plate: Optional[DataPlate] = None) -> Dict[str, SiteDraws]:
     """The observed sites ``names`` at inputs ``x`` under ``num_samples`` posterior draws
-    (the guide's, or the rows of ``samples``, less any draws of the observed sites themselves
+    (the guide's, or every row of ``samples``, less any draws of the observed sites themselves
     and ``_RETURN``, as ``Predictive`` returns them); with targets ``y``, their per-example
     ``log_prob`` too. ``batch_size``: inputs per model call (a self-subsampling plate's own
     size wins), the draws shared by the chunks. ``plate``: the model's :func:`data_plate` at
@@ -279,6 +279,11 @@ def draw_sites(model, guide, x: torch.Tensor, names: Sequence[str], num_samples:
     if samples is not None:
         # (Predictive's output holds the observed sites' draws too: those are predictions, not the posterior)
         samples = {k: v for k, v in samples.items() if k not in names and k != "_RETURN"}
+        # every row is a draw, as Predictive(posterior_samples=...) reads them (num_samples is the guide's)
+        rows = {len(v) for v in samples.values()}
+        if len(rows) > 1:
+            raise ValueError(f"samples= holds different numbers of draws per site ({ {k: len(v) for k, v in samples.items()} }): give every site the same leading sample dimension")
+        num_samples = rows.pop() if rows else num_samples
     for s in range(num_samples):
         if samples is not None:
             run = poutine.condition(model, data={k: v[s] for k, v in samples.items()})

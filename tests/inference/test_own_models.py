@@ -237,3 +237,19 @@ def test_the_samplers_draw_the_conjugate_posterior_under_every_convention(sample
     ess = effective_sample_size(w.unsqueeze(0).double(), chain_dim=0, sample_dim=1).float()
     assert ((w.mean(0) - mean).abs() <= 5 * sd / ess.sqrt()).all(), ((w.mean(0) - mean) / sd, ess)
     assert ((w.std(0) / sd - 1).abs() <= 5 / (2 * ess).sqrt() + 0.05).all(), (w.std(0) / sd, ess)
+
+
+def test_evaluate_reads_every_row_of_samples_whatever_num_samples_says():
+    """As Predictive(posterior_samples=...) and the BNN path read them: 10 rows are 10 draws,
+    at the default num_samples (100) as at any other."""
+    c = case("linear")
+    pyro.set_rng_seed(4)
+    draws = _prior_draws(c.full, c.x, 10)
+    every = evaluate(c.full, None, c.x, c.y, samples=draws)
+    lp = _hand_log_density("linear", draws, c.x, c.y)
+    assert every["test_ll"] == pytest.approx(float((torch.logsumexp(lp, 0) - math.log(10)).mean()), rel=1e-5)
+    assert evaluate(c.full, None, c.x, c.y, num_samples=3, samples=draws) == pytest.approx(every)
+    h = case("heteroscedastic")
+    both = _prior_draws(h.full, h.x, 10)
+    with pytest.raises(ValueError, match="different numbers of draws per site"):
+        evaluate(h.full, None, h.x, h.y, samples={"w": both["w"], "v": both["v"][:4]})
