@@ -53,14 +53,19 @@ extra_options() {
     if [ "$1" = compare_objectives ] && [ ! -d "${PYROZOO_DATA_DIR:-shared/data}/FashionMNIST" ]; then echo --no-ood; fi
 }
 export -f extra_options
-# every example's --quick configuration on the GPU, 8 at a time; left out: the harness scripts
+# every experiment driver's --quick configuration on the GPU, 8 at a time, then the user
+# examples'; left out: the harness scripts
 # (ledger, runbook, manifest, reference posteriors), ResNet-20 (needs CIFAR-10) and the two that
 # only read other runs' results
 examples_on_cuda() {
-    ls examples/*.py examples/controlled/*.py \
+    grep -l recipes examples/*.py examples/controlled/*.py \
         | grep -v -E "claims_ledger|gpu_runbook|reference_|results_manifest|resnet_compression|uci_rdp_table|local_reparam_variance_scale" \
         | xargs -P 8 -I{} bash -c 'n=$(basename {} .py); timeout '"${EXAMPLE_LIMIT:-150}"' python3 {} --quick --device cuda --no-progress --results-dir /tmp/cuda_examples/$n $(extra_options $n) > /tmp/cuda_examples_$n.log 2>&1; echo "$n rc=$?"'
     for f in /tmp/cuda_examples_*.log; do echo "---- $f"; tail -n 8 "$f"; done
+    # the short scripts a user copies (they import no recipes): their own --quick and --device
+    grep -L recipes examples/*.py \
+        | xargs -P 8 -I{} bash -c 'n=$(basename {} .py); timeout '"${EXAMPLE_LIMIT:-150}"' python3 {} --quick --device cuda > /tmp/cuda_user_examples_$n.log 2>&1; echo "$n rc=$?"'
+    for f in /tmp/cuda_user_examples_*.log; do echo "---- $f"; tail -n 8 "$f"; done
 }
 mkdir -p /tmp/cuda_examples
 export -f examples_on_cuda

@@ -19,9 +19,9 @@ import pandas as pd
 import pytest
 
 from recipes import cli
-from tests.examples.runner import EXAMPLES
+from tests.examples.runner import EXAMPLES, experiment_drivers
 
-SCRIPTS = sorted(p.name for p in EXAMPLES.glob("*.py"))
+SCRIPTS = experiment_drivers()
 
 #: bad values of each option type (by the type's name); every one must be refused
 BAD_VALUES = {
