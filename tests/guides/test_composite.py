@@ -4,7 +4,6 @@ site under the first guide that covers it and the rest under mean-field; hiding 
 is warned about, naming it. Cases: every guide of ``pyrozoo.guides.__all__`` whose declarations
 (``families``, ``global_sites_only``) restrict what it covers and that takes a plain model."""
 
-import inspect
 import math
 import warnings
 
@@ -17,6 +16,7 @@ from pyro.poutine.util import site_is_subsample
 import pyrozoo.guides as guides
 from pyrozoo.guides import CompositeGuide, MeanFieldNormalGuide, SitewiseGuide
 from pyrozoo.inference import PriorDrawnSiteWarning, evaluate, fit
+from tests.api_cases import exported_classes
 
 N, P, NOISE = 200, 4, 0.35
 
@@ -38,9 +38,8 @@ def model(x, y=None):
 
 def _restricted():
     out = []
-    for name in guides.__all__:
-        cls = getattr(guides, name)
-        if not (inspect.isclass(cls) and issubclass(cls, SitewiseGuide)) or (cls.families is None and not cls.global_sites_only):
+    for cls in exported_classes(guides, SitewiseGuide):
+        if cls.families is None and not cls.global_sites_only:
             continue
         try:
             cls(model)

@@ -5,7 +5,6 @@ inverse CDF), and the median is the 0.5-quantile. Cases: every guide class in
 ``pyrozoo.guides.__all__``, on the first model of :data:`MODELS` it covers (a plain model with
 a real and a positive site; one with real sites only; a BNN with a group-scale prior)."""
 
-import inspect
 import math
 
 import pyro
@@ -15,6 +14,7 @@ import torch
 
 import pyrozoo.guides as guides
 from pyrozoo.guides import SitewiseGuide
+from tests.api_cases import exported_classes
 
 QUANTILES = (0.05, 0.3, 0.5, 0.9)
 DRAWS = 4000
@@ -46,12 +46,7 @@ MODELS = (lambda: mixed, lambda: real_only, group_scale_bnn)
 
 
 def _guide_classes():
-    out = []
-    for name in guides.__all__:
-        cls = getattr(guides, name)
-        if inspect.isclass(cls) and issubclass(cls, SitewiseGuide) and cls is not SitewiseGuide:
-            out.append(cls)
-    return out
+    return exported_classes(guides, SitewiseGuide, exclude=(SitewiseGuide,))
 
 
 def _set_up(cls):

@@ -11,7 +11,6 @@ log-likelihood must come within a tolerance of the exact (conjugate) or NUTS pos
 predictive's."""
 
 import functools
-import inspect
 import math
 import re
 import warnings
@@ -28,21 +27,13 @@ import pyrozoo.inference as inference
 from pyrozoo.guides import CompositeGuide, SitewiseGuide
 from pyrozoo.inference import PriorDrawnSiteWarning, RunWarning, StochasticGradientMCMC, evaluate, fit, importance_resampled_samples
 from pyrozoo.inference.sample_storage import InMemorySamples
+from tests.api_cases import exported_classes
 from tests.inference.own_models import PROBLEM, REGISTRY, case
 
 
-def _exported(module, base, exclude=()):
-    out = []
-    for name in module.__all__:
-        obj = getattr(module, name)
-        if inspect.isclass(obj) and issubclass(obj, base) and obj not in exclude:
-            out.append(obj)
-    return out
-
-
-GUIDES = _exported(guides, SitewiseGuide, exclude=(SitewiseGuide,))
-OBJECTIVES = _exported(inference, ELBO)
-SAMPLERS = _exported(inference, StochasticGradientMCMC, exclude=(StochasticGradientMCMC,))
+GUIDES = exported_classes(guides, SitewiseGuide, exclude=(SitewiseGuide,))
+OBJECTIVES = exported_classes(inference, ELBO)
+SAMPLERS = exported_classes(inference, StochasticGradientMCMC, exclude=(StochasticGradientMCMC,))
 
 #: a refusal names what to do: one of these (case-insensitive) must be in its message
 FIX = re.compile(r"\b(use|pass|write|give|put|wrap|train with|convert|hide|marginalise|compose|needs?)\b|CompositeGuide|TraceEnum_ELBO", re.I)

@@ -4,7 +4,6 @@ another shape than its plates is refused as ``Trace_ELBO`` refuses it, and a lat
 guide leaves to the prior is warned about once, by name. Cases: every ``ELBO`` and every
 sampler exported in ``pyrozoo.inference.__all__``."""
 
-import inspect
 import math
 import warnings
 
@@ -18,10 +17,10 @@ from pyro.infer.elbo import ELBO
 import pyrozoo.inference as inference
 from pyrozoo.guides import DeltaGuide, MeanFieldNormalGuide
 from pyrozoo.inference import PriorDrawnSiteWarning, StochasticGradientMCMC, evaluate, fit
+from tests.api_cases import exported_classes
 
-OBJECTIVES = [getattr(inference, n) for n in inference.__all__ if inspect.isclass(getattr(inference, n)) and issubclass(getattr(inference, n), ELBO)]
-SAMPLERS = [getattr(inference, n) for n in inference.__all__ if inspect.isclass(getattr(inference, n))
-            and issubclass(getattr(inference, n), StochasticGradientMCMC) and getattr(inference, n) is not StochasticGradientMCMC]
+OBJECTIVES = exported_classes(inference, ELBO)
+SAMPLERS = exported_classes(inference, StochasticGradientMCMC, exclude=(StochasticGradientMCMC,))
 LOCS, SCALE, N = (-2.0, 3.0), 0.5, 200
 
 
