@@ -87,8 +87,9 @@ class Adaptation:
     def update(self, sampler: "StochasticGradientMCMC", trace, k: int) -> None:
         pass
 
-    def check(self) -> Optional[tuple]:
-        """After each history row: ``(warning class, message, figures)`` when the run has gone
+    def check(self, row: dict) -> Optional[tuple]:
+        """After each history ``row`` (with this adaptation's :meth:`logging` scalars in it):
+        ``(warning class, message, figures)`` when the run has gone
         wrong in a way only this adaptation can see (reported once per run, and the run's
         status follows the warning's), else ``None``."""
         return None
@@ -493,7 +494,7 @@ class StochasticGradientMCMC:
                 initial = None
             loop.record(row, where=f"by iteration {self.num_steps}", advance=count, figures=figures, step=self.num_steps)
             for a in self.adaptations:
-                found = a.check()
+                found = a.check(row)
                 if found is not None:
                     cls, message, found_figures = found
                     loop.watch.report_once(cls, epoch=epoch, step=self.num_steps, message=f"{type(self).__name__}: {message}", **found_figures)

@@ -246,18 +246,19 @@ class StochasticApproximation(Adaptation):
             target = sigma_tilde(l1_norm, l2_norm, state.num_sparse, prior.nu, prior.lam, residual, count)
             sigma.lerp_(target, omega)
 
-    def check(self):
+    def check(self, row):
         """Rule 4 (:func:`~pyrozoo.inference.diagnostics.spike_only`) on the SSGL state of each
         history row: a chain that stays at the spike-only fixed point gets a
         :class:`~pyrozoo.inference.SpikeOnlyWarning`, naming what to try, and the run's status
         ``"collapsed"``."""
         state = self.state
-        self._rho_sums.append(float(sum(r.sum() for r in state.rho.values())))
-        self._deltas.append(float(torch.stack([d.reshape(-1).mean() for d in state.delta.values()]).mean()))
+        # (the row's logging scalars, read from the device once already)
+        self._rho_sums.append(row["rho_mean"] * state.num_sparse)
+        self._deltas.append(row["delta_mean"])
         found = spike_only(self._rho_sums, self._deltas, state.num_sparse)
         if found is None:
             return None
-        found["sigma"] = float(state.sigma)
+        found["sigma"] = row["sigma"]
         return SpikeOnlyWarning, (
             f"the chain is at the spike-only fixed point: for the last {found['rows']} history rows the inclusion "
             f"probabilities summed to less than {SPIKE_ONLY_INCLUSION:g} over {state.num_sparse} weights and the prior inclusion "
