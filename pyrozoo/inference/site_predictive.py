@@ -21,7 +21,7 @@ len(x), subsample_size=B)``) is run on every example once, in chunks of ``B``
 
 import inspect
 import math
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
@@ -302,22 +302,19 @@ def draw_sites(model, guide, x: torch.Tensor, names: Sequence[str], num_samples:
         for chunk, new in chunks:
             if plate.subsample_size:  # the whole data in, the plate on this chunk
                 args, kwargs = model_call(model, x, y)
-                with subsample_indices({plate.name: chunk}):
-                    trace = poutine.trace(run).get_trace(*args, **kwargs)
+                on_chunk = subsample_indices({plate.name: chunk})
             else:
                 args, kwargs = model_call(model, x[chunk], None if y is None else y[chunk])
+                on_chunk = nullcontext()
+            with on_chunk:
                 trace = poutine.trace(run).get_trace(*args, **kwargs)
             keep = slice(0, new)
             scored = y is not None and not plate.enumerated
             for name in names:
                 _read_site(trace, name, plate.name, parts[name], keep, scored, out)
             if y is not None and plate.enumerated:
-                with poutine.enum(first_available_dim=-1 - plate.nesting):
-                    if plate.subsample_size:
-                        with subsample_indices({plate.name: chunk}):
-                            enum_trace = poutine.trace(run).get_trace(*args, **kwargs)
-                    else:
-                        enum_trace = poutine.trace(run).get_trace(*args, **kwargs)
+                with poutine.enum(first_available_dim=-1 - plate.nesting), on_chunk:
+                    enum_trace = poutine.trace(run).get_trace(*args, **kwargs)
                 marginal = _marginal_log_probs(enum_trace, names, plate)
                 for i, name in enumerate(names):  # the examples' joint marginal, counted once
                     parts[name].setdefault("log_probs", []).append((marginal if i == 0 else torch.zeros_like(marginal))[keep])
