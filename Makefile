@@ -15,7 +15,7 @@ $(VENV)/.installed: pyproject.toml scripts/setup.sh
 setup: $(VENV)/.installed
 
 demo: $(VENV)/.installed
-	$(PYTHON) examples/uci_regression.py --method bbb --dataset bostonHousing --splits 0-19 $(DATA_ARG)
+	$(PYTHON) reproductions/uci_regression.py --method bbb --dataset bostonHousing --splits 0-19 $(DATA_ARG)
 
 test: $(VENV)/.installed
 	$(PYTHON) -m pytest $(PYTEST_ARGS)

@@ -3,17 +3,17 @@
 Three protocols, each timed on its own data and against a deterministic network of the same
 architecture, batch size and data (interleaved rounds, medians; see ``timing.py``):
 
-* ``lenet5``: LeNet-5-Caffe compression (``examples/compress_lenet.py``, 200 epochs of 600
-  steps at batch 100): the steps of ``recipes/compress_sparse_vd.py``,
-  ``recipes/compress_bayesian_compression.py`` (``bc-gnj``, ``bc-ghs``) and
-  ``recipes/compress_rdp.py``, built as the recipes build them and run as
+* ``lenet5``: LeNet-5-Caffe compression (``reproductions/compress_lenet.py``, 200 epochs of 600
+  steps at batch 100): the steps of ``zoo_protocols/compress_sparse_vd.py``,
+  ``zoo_protocols/compress_bayesian_compression.py`` (``bc-gnj``, ``bc-ghs``) and
+  ``zoo_protocols/compress_rdp.py``, built as the recipes build them and run as
   :func:`pyrozoo.inference.fit` runs them (:func:`~pyrozoo.inference.training_step` with the
   recipe's estimator, objective and KL weight of a mid-run epoch, the parameters ``fit``
   collects, fused Adam); against plain LeNet-5 with fused Adam.
-* ``cnn``: the 2-Conv-2-FC CNN with SG-MCMC (``examples/classify_cnn.py``, 100 epochs of 60
-  steps at batch 1000): ``sghmc`` and ``sghmc-sa`` as ``recipes/cnn.py`` builds them; against
+* ``cnn``: the 2-Conv-2-FC CNN with SG-MCMC (``reproductions/classify_cnn.py``, 100 epochs of 60
+  steps at batch 1000): ``sghmc`` and ``sghmc-sa`` as ``zoo_protocols/cnn.py`` builds them; against
   SGD with momentum 0.9.
-* ``vae``: the VAE of ``examples/vae_dsivi_prior.py`` (MLP 784-300-300-40 and back, batch 100,
+* ``vae``: the VAE of ``reproductions/vae_dsivi_prior.py`` (MLP 784-300-300-40 and back, batch 100,
   dynamically binarised batches): the standard Normal prior, the VampPrior (K = 500) and the
   DSIVI aggregated-posterior prior with K2 = 5000, uncached (the paper's estimator: "before")
   and with ``--prior-refresh-every`` R (its components reused for up to R steps, without
@@ -27,7 +27,7 @@ the step. The work the protocol does once per epoch besides its steps is timed o
 checkpoint every run writes (the state ``fit`` / ``StochasticGradientMCMC.run`` saves), and
 for the samplers the thinning share of an epoch (a thinned sample every ``thin`` iterations
 is written to the disk sink and its predictive over the test set averaged online, as
-``recipes/cnn.py`` does).
+``zoo_protocols/cnn.py`` does).
 
 Columns: ``ms_per_step``; ``epoch_s``, the projected epoch (steps per epoch x ms/step +
 per-epoch work); ``ratio``, ``epoch_s`` over the deterministic network's epoch (steps per
@@ -112,9 +112,9 @@ def deterministic_classifier(net, batches, optimizer):
 def compression_case(name: str, batches, epochs: int, folder: Path) -> Case:
     """The step of ``name``'s LeNet-5 recipe as ``fit`` runs it (the model, guide and options
     of the recipe's own ``build_*``), at a mid-run epoch's learning rate and KL weight."""
-    from recipes import compress_bayesian_compression as bc, compress_rdp as rdp, compress_sparse_vd as svd
-    from recipes.config import RunConfig
-    from recipes.methods import method
+    from zoo_protocols import compress_bayesian_compression as bc, compress_rdp as rdp, compress_sparse_vd as svd
+    from zoo_protocols.config import RunConfig
+    from zoo_protocols.methods import method
 
     builders = {
         "sparse-vd": svd.build_sparse_vd,
@@ -166,14 +166,14 @@ def lenet5_protocol(data, args, folder) -> Dict[str, Case]:
 
 
 def cnn_args(args):
-    """The options of ``examples/classify_cnn.py`` that ``recipes/cnn.py`` reads (its defaults)."""
+    """The options of ``reproductions/classify_cnn.py`` that ``zoo_protocols/cnn.py`` reads (its defaults)."""
     return SimpleNamespace(num_classes=10, v0=1.0, v1=0.1, prior_scale=1.0, lr=5e-7, tau=None, dataset="mnist", thin=args.thin, batch_size=args.cnn_batch)
 
 
 def sampler_case(method: str, data, args, folder: Path) -> Case:
-    """``recipes/cnn.run_sampler``'s chain: one step, plus the per-epoch checkpoint and the
+    """``zoo_protocols/cnn.run_sampler``'s chain: one step, plus the per-epoch checkpoint and the
     thinning share of an epoch (a recorded sample and its online-averaged test predictive)."""
-    from recipes.cnn import TAU, chunked_probs, sampler_model
+    from zoo_protocols.cnn import TAU, chunked_probs, sampler_model
 
     x, y = data["train"]
     x_test = data["test"][0]
@@ -203,7 +203,7 @@ def sampler_case(method: str, data, args, folder: Path) -> Case:
     per_epoch = len(batches) / opts.thin
     work = {"checkpoint": (checkpoint_work(state, folder, method), 1), f"thinned sample (1 per {opts.thin} steps)": (record_sample, per_epoch)}
     what = {"sghmc": "SGHMC on the SSGL model, its latent variables fixed", "sghmc-sa": "SGHMC-SA: SGHMC with the SA step of the SSGL latent variables"}.get(method, method)
-    return Case(f"{what}: the step of recipes/cnn.py", step, work)
+    return Case(f"{what}: the step of zoo_protocols/cnn.py", step, work)
 
 
 def cnn_protocol(data, args, folder):
@@ -221,8 +221,8 @@ def cnn_protocol(data, args, folder):
 
 
 def vae_case(prior_name: str, K: int, refresh, data, args, folder) -> Case:
-    from recipes.binarized_mnist import DynamicallyBinarized
-    from recipes.vae_priors import build, declared
+    from zoo_protocols.binarized_mnist import DynamicallyBinarized
+    from zoo_protocols.vae_priors import build, declared
 
     x_train, y_train = data["train"]
     spec, s = declared(prior_name, K, args.warmup_epochs, refresh)
@@ -252,12 +252,12 @@ def vae_case(prior_name: str, K: int, refresh, data, args, folder) -> Case:
         "dsivi": f"DSIVI aggregated-posterior prior, {K} components per step, "
         + ("fresh with gradient (the paper's estimator)" if refresh is None else f"each reused for up to {refresh} steps without gradient (PriorComponentCache)"),
     }[prior_name]
-    return Case(f"VAE, {what}: the step of recipes/vae_priors.py", step, work)
+    return Case(f"VAE, {what}: the step of zoo_protocols/vae_priors.py", step, work)
 
 
 def autoencoder_step(data, args):
     """The same encoder and decoder MLPs, deterministic: encoder means to Bernoulli logits."""
-    from recipes.binarized_mnist import DynamicallyBinarized
+    from zoo_protocols.binarized_mnist import DynamicallyBinarized
 
     x_train, y_train = data["train"]
     torch.manual_seed(0)

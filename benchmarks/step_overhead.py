@@ -198,7 +198,7 @@ CASES: Dict[str, tuple] = {
     "mfvi-lrt": ("pyrozoo mean-field VI, local reparameterization", lambda a, x, y: pyrozoo_step(a, x, y, "local")),
     "mfvi-flipout": ("pyrozoo mean-field VI, flipout", lambda a, x, y: pyrozoo_step(a, x, y, "flipout")),
     "stock-pyro": ("Pyro AutoNormal + Trace_ELBO + pyro.optim.Adam via SVI", stock_pyro_step),
-    # the step of recipes/compress_sparse_vd.py (biases are point estimates)
+    # the step of zoo_protocols/compress_sparse_vd.py (biases are point estimates)
     "sparse-vd-lrt": ("Sparse VD (log-uniform prior, additive guide), local reparameterization", lambda a, x, y: pyrozoo_step(a, x, y, "local", LogUniformPrior, SparseVariationalDropoutGuide)),
     "bc-gnj-lrt": ("Bayesian compression, group normal-Jeffreys, local reparameterization", lambda a, x, y: pyrozoo_step(a, x, y, "local", GroupNormalJeffreysPrior, BayesianCompressionGuide)),
     "bc-ghs-lrt": ("Bayesian compression, group horseshoe, local reparameterization", lambda a, x, y: pyrozoo_step(a, x, y, "local", GroupHorseshoePrior, BayesianCompressionGuide)),

@@ -58,8 +58,8 @@ UCI_NETWORKS = {
 
 def rdp_layer_shapes():
     """``{(rows, d): [network, ...]}`` of the vMF draws of one RDP step: every weight that
-    :class:`RadialDirectionalPrior` groups, double-grouped as in ``recipes/compress_rdp.py`` and
-    ``recipes/uci_rdp.py`` (LeNet-5, LeNet-300-100, the UCI networks)."""
+    :class:`RadialDirectionalPrior` groups, double-grouped as in ``zoo_protocols/compress_rdp.py`` and
+    ``zoo_protocols/uci_rdp.py`` (LeNet-5, LeNet-300-100, the UCI networks)."""
     networks = {"lenet5": LeNet5(), "lenet300": LeNet300100()}
     networks.update({name: MLP(inputs, [hidden], 1) for name, (inputs, hidden) in UCI_NETWORKS.items()})
     shapes = {}

@@ -12,7 +12,7 @@ The notebooks read ``PYROZOO_NOTEBOOK_QUICK`` (smoke configuration), ``PYROZOO_N
 an interrupted execution resumes from). The kernel inherits this process's environment.
 
 The results files the notebook wrote (changed during its execution) under ``docs/results`` get
-their rows in ``docs/results/MANIFEST.csv`` like any example's (:func:`recipes.provenance.record_outputs`),
+their rows in ``docs/results/MANIFEST.csv`` like any example's (:func:`zoo_protocols.provenance.record_outputs`),
 with the notebook's imports as what they depend on, so a regeneration that rewrites a file byte
 for byte still records that it was made by this code.
 """
@@ -33,7 +33,7 @@ def record_written(notebook: Path, results: Path, before: dict, seconds: float, 
     ``argv``, default this one); a failure to record warns (the results stand as written)."""
     written = [p for p, stamp in _stamps(results).items() if before.get(p) != stamp]
     if written:
-        from recipes import provenance
+        from zoo_protocols import provenance
 
         provenance.record_outputs_or_warn(written, argv=argv, seconds=seconds, root=root, script=notebook,
                                           threads=provenance.declared_threads(notebook), device="cpu")

@@ -40,8 +40,8 @@ step dsivi_cost "${BENCH_LIMIT:-55}" python3 benchmarks/dsivi_cost.py --device c
 # the runbook's first leg for a minute, then its status: a leg slice cut at its limit on a real GPU
 # (marked partial, resumable), and the seconds it took for the runbook's time guesses
 runbook_slice() {
-    python3 examples/gpu_runbook.py --next --limit "${RUNBOOK_LIMIT:-60}" --grace 20 --results-dir /tmp/runbook/results --run-dir /tmp/runbook/runs
-    python3 examples/gpu_runbook.py --status --results-dir /tmp/runbook/results --run-dir /tmp/runbook/runs | head -n 8
+    python3 tools/gpu_runbook.py --next --limit "${RUNBOOK_LIMIT:-60}" --grace 20 --results-dir /tmp/runbook/results --run-dir /tmp/runbook/runs
+    python3 tools/gpu_runbook.py --status --results-dir /tmp/runbook/results --run-dir /tmp/runbook/runs | head -n 8
 }
 export -f runbook_slice
 step runbook_slice "$(( ${RUNBOOK_LIMIT:-60} + 60 ))" bash -c runbook_slice
@@ -53,17 +53,17 @@ extra_options() {
     if [ "$1" = compare_objectives ] && [ ! -d "${PYROZOO_DATA_DIR:-shared/data}/FashionMNIST" ]; then echo --no-ood; fi
 }
 export -f extra_options
-# every experiment driver's --quick configuration on the GPU, 8 at a time, then the user
-# examples'; left out: the harness scripts
-# (ledger, runbook, manifest, reference posteriors), ResNet-20 (needs CIFAR-10) and the two that
-# only read other runs' results
+# every paper reproduction's and controlled study's --quick configuration on the GPU, 8 at a
+# time, then the user examples'; left out: the tools (ledger, runbook, manifest, reference
+# builds, which are not in these folders), ResNet-20 (needs CIFAR-10) and the two that only read
+# other runs' results
 examples_on_cuda() {
-    grep -l recipes examples/*.py examples/controlled/*.py \
-        | grep -v -E "claims_ledger|gpu_runbook|reference_|results_manifest|resnet_compression|uci_rdp_table|local_reparam_variance_scale" \
+    ls reproductions/*.py studies/*.py \
+        | grep -v -E "resnet_compression|uci_rdp_table|local_reparam_variance_scale" \
         | xargs -P 8 -I{} bash -c 'n=$(basename {} .py); timeout '"${EXAMPLE_LIMIT:-150}"' python3 {} --quick --device cuda --no-progress --results-dir /tmp/cuda_examples/$n $(extra_options $n) > /tmp/cuda_examples_$n.log 2>&1; echo "$n rc=$?"'
     for f in /tmp/cuda_examples_*.log; do echo "---- $f"; tail -n 8 "$f"; done
-    # the short scripts a user copies (they import no recipes): their own --quick and --device
-    grep -L recipes examples/*.py \
+    # the short scripts a user copies: their own --quick and --device
+    ls examples/*.py \
         | xargs -P 8 -I{} bash -c 'n=$(basename {} .py); timeout '"${EXAMPLE_LIMIT:-150}"' python3 {} --quick --device cuda > /tmp/cuda_user_examples_$n.log 2>&1; echo "$n rc=$?"'
     for f in /tmp/cuda_user_examples_*.log; do echo "---- $f"; tail -n 8 "$f"; done
 }

@@ -3,7 +3,7 @@
 # (a machine given back keeps nothing; only a few files come back from it):
 #
 #   bash scripts/gpu_legs.sh COMMIT SECONDS [LIMIT [LEGS]]   # on the GPU machine, from the repository root
-#   python examples/gpu_runbook.py --import <the files' folder>/gpu_legs.tgz   # back here
+#   python tools/gpu_runbook.py --import <the files' folder>/gpu_legs.tgz   # back here
 #
 # COMMIT is the hash of the clean commit sent (the machine's copy of .git can lag behind it, so
 # the manifest rows take it from here, $PYROZOO_SOURCE_COMMIT); SECONDS the time for legs, which
@@ -21,6 +21,6 @@ OUT=${OUT:-/tmp/gpu_legs}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
 source scripts/gpu_env.sh
 nvidia-smi --query-gpu=name --format=csv,noheader
-python3 examples/gpu_runbook.py --next --budget "$2" --limit "${3:-480}" --grace 20 ${4:+--only "$4"} 2>&1 | tee "$OUT/gpu_legs.log" | grep -E "^== |accuracy|Error|error:"
-python3 examples/gpu_runbook.py --status | grep -v "not started"
-python3 examples/gpu_runbook.py --export "$OUT/gpu_legs.tgz"
+python3 tools/gpu_runbook.py --next --budget "$2" --limit "${3:-480}" --grace 20 ${4:+--only "$4"} 2>&1 | tee "$OUT/gpu_legs.log" | grep -E "^== |accuracy|Error|error:"
+python3 tools/gpu_runbook.py --status | grep -v "not started"
+python3 tools/gpu_runbook.py --export "$OUT/gpu_legs.tgz"

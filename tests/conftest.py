@@ -18,7 +18,7 @@ torch.set_num_threads(1)
 def _data_root():
     """The shared data's root as the examples find it ($PYROZOO_DATA_DIR, else shared/data beside
     the checkout), or a path that does not exist: tests that need the data skip, saying so."""
-    from recipes.paths import default_data_dir
+    from zoo_protocols.paths import default_data_dir
 
     try:
         return default_data_dir()

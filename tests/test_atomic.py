@@ -170,12 +170,12 @@ def test_the_rule_check_finds_direct_writes(tmp_path):
     assert [line for line, _ in _direct_writes(sample)] == [3, 4, 5, 6, 7]
 
 
-def test_examples_recipes_and_pyrozoo_write_results_only_through_atomic():
-    """Every CSV, Markdown, JSON and figure the examples, the recipes and the package write goes
+def test_scripts_protocols_and_pyrozoo_write_results_only_through_atomic():
+    """Every CSV, Markdown, JSON and figure the scripts, the protocols and the package write goes
     through :mod:`pyrozoo.atomic` (a full disk or a kill then leaves the previous file, never
     half of a new one, for ``--resume`` to take as a result)."""
-    files = sorted([*ROOT.glob("examples/*.py"), *ROOT.glob("recipes/**/*.py"), *ROOT.glob("pyrozoo/**/*.py"), *ROOT.glob("tools/*.py")])
-    assert any(path.parent.name == "recipes" for path in files)
+    files = sorted(p for folder in ("examples", "reproductions", "studies", "tools", "zoo_protocols", "pyrozoo") for p in ROOT.glob(f"{folder}/**/*.py"))
+    assert any(path.parent.name == "zoo_protocols" for path in files)
     assert len(files) > 50
     offenders = [
         f"{path.relative_to(ROOT)}:{line}: {call}"

@@ -454,14 +454,14 @@ def test_one_process_resolves_to_no_process_group(monkeypatch):
 
 @pytest.mark.slow
 def test_the_uci_example_under_torchrun_writes_the_one_process_results(tmp_path):
-    """``torchrun --nproc_per_node 2 examples/uci_regression.py`` (unchanged flags) against the
+    """``torchrun --nproc_per_node 2 reproductions/uci_regression.py`` (unchanged flags) against the
     one-process run: MAP in float64 for 20 epochs, where rounding has not yet grown (the fast
     variants: the two-rank fit tests above)."""
     import pandas as pd
 
     flags = ["--method", "map", "--dataset", "bostonHousing", "--splits", "0", "--epochs", "20", "--float64", "--device", "cpu", "--no-progress"]
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    example = str(ROOT / "examples" / "uci_regression.py")
+    example = str(ROOT / "reproductions" / "uci_regression.py")
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port())]
     for name, command in (("one", [sys.executable, example]), ("two", torchrun + [example])):
         done = subprocess.run(command + flags + ["--results-dir", str(tmp_path / name)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)

@@ -1,12 +1,15 @@
 """The library knows no repository layout: protocols, paper tables, published numbers and the
-examples' command line live in ``recipes/`` (outside the package), results and data folders are
-arguments, and nothing puts folders on ``sys.path``."""
+scripts' command line live in ``zoo_protocols/`` (a repository-only package, outside the library and
+not installed by ``pip install .``), results and data folders are arguments, and no script puts
+folders on ``sys.path``."""
 
 import ast
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 LIBRARY = ROOT / "pyrozoo"
@@ -62,16 +65,16 @@ def layout_mentions(source: str, filename: str = "<source>") -> list:
 
 
 def recipe_imports(source: str, filename: str = "<source>") -> list:
-    """``(line, module)`` of every import of :mod:`recipes` (statements, and ``import_module("recipes...")``)."""
+    """``(line, module)`` of every import of :mod:`zoo_protocols` (statements, and ``import_module("zoo_protocols...")``)."""
     found = []
     for node in ast.walk(ast.parse(source, filename)):
         if isinstance(node, ast.Import):
-            found += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "recipes"]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "recipes":
+            found += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "zoo_protocols"]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "zoo_protocols":
             found.append((node.lineno, node.module))
         elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) in ("import_module", "__import__"):
             first = node.args[0] if node.args else None
-            if isinstance(first, ast.Constant) and isinstance(first.value, str) and first.value.split(".")[0] == "recipes":
+            if isinstance(first, ast.Constant) and isinstance(first.value, str) and first.value.split(".")[0] == "zoo_protocols":
                 found.append((node.lineno, first.value))
     return found
 
@@ -88,13 +91,13 @@ def sys_path_edits(source: str, filename: str = "<source>") -> list:
 def test_the_checks_find_what_they_look_for():
     sample = (
         '"""Writes to docs/results (a docstring may say so)."""\n'
-        "import recipes.uci\n"                                   # 2
-        "from recipes import cli\n"                              # 3
-        "# from recipes import x: a comment is not code\n"
+        "import zoo_protocols.uci\n"                                   # 2
+        "from zoo_protocols import cli\n"                              # 3
+        "# from zoo_protocols import x: a comment is not code\n"
         "DEFAULT = Path('docs') / 'results'\n"                   # 5
         "where = root / 'shared' / 'data'\n"                     # 6
         "other = 'docs/results/x.csv'\n"                         # 7
-        "m = importlib.import_module('recipes.compare')\n"       # 8
+        "m = importlib.import_module('zoo_protocols.compare')\n"       # 8
         "sys.path.insert(0, here)\n"                             # 9
         "fine = root / 'docs' / 'index.md'\n"
         "deep = base / 'shared' / 'data' / 'uci'\n"                # 11
@@ -105,9 +108,9 @@ def test_the_checks_find_what_they_look_for():
     assert [line for line, _ in sys_path_edits(sample)] == [9]
 
 
-def test_the_library_has_no_recipes_and_no_repository_layout():
-    assert not (LIBRARY / "experiments").exists(), "experiment protocols live in recipes/, outside the library"
-    assert not (LIBRARY / "cli.py").exists(), "the examples' command line lives in recipes/cli.py"
+def test_the_library_imports_no_protocols_and_names_no_repository_layout():
+    assert not (LIBRARY / "experiments").exists(), "experiment protocols live in zoo_protocols/, outside the library"
+    assert not (LIBRARY / "cli.py").exists(), "the examples' command line lives in zoo_protocols/cli.py"
     modules = _modules(LIBRARY)
     assert len(modules) > 50
     offenders = []
@@ -119,26 +122,53 @@ def test_the_library_has_no_recipes_and_no_repository_layout():
     assert not offenders, "the library takes paths as arguments:\n" + "\n".join(offenders)
 
 
-def test_examples_and_recipes_edit_no_sys_path():
-    """Examples and tools import the installed ``pyrozoo`` and ``recipes``, never a folder put on ``sys.path``."""
+#: the folders of scripts and of the repository-only package (the benchmarks load their shared
+#: timing helper from beside them, by path)
+SCRIPT_FOLDERS = ("examples", "reproductions", "studies", "tools", "zoo_protocols")
+
+
+def test_scripts_and_protocols_edit_no_sys_path():
+    """Scripts import ``pyrozoo`` and ``zoo_protocols`` as installed (``scripts/setup.sh`` puts the
+    checkout on the environment's path), never a folder put on ``sys.path`` by the script."""
     offenders = [
         f"{path.relative_to(ROOT)}:{line}: {code}"
-        for folder in ("examples", "recipes", "tools")
+        for folder in SCRIPT_FOLDERS
         for path in _modules(ROOT / folder)
         for line, code in sys_path_edits(path.read_text(), str(path))
     ]
     assert not offenders, "\n".join(offenders)
 
 
-def test_recipes_is_installed_with_its_paper_tables(tmp_path):
-    """``import recipes`` works from any folder (the project installs it beside pyrozoo), and
-    its paper tables are package data."""
+def _packaging():
+    tomllib = pytest.importorskip("tomllib")
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+
+
+def test_pip_install_installs_pyrozoo_and_nothing_else():
+    """The packages ``pip install .`` would install (setuptools' search with the project's own
+    configuration) are ``pyrozoo`` and its subpackages only, with no package data of others."""
+    import setuptools
+
+    config = _packaging()
+    found = setuptools.find_packages(str(ROOT), **config["packages"]["find"])
+    assert "pyrozoo" in found and "pyrozoo.guides" in found
+    assert {name.split(".")[0] for name in found} == {"pyrozoo"}, sorted(found)
+    assert {name.split(".")[0] for name in config.get("package-data", {})} <= {"pyrozoo"}
+    for folder in SCRIPT_FOLDERS:
+        assert folder not in found
+
+
+def test_zoo_protocols_is_importable_from_the_checkout_with_its_paper_tables(tmp_path):
+    """In the environment ``scripts/setup.sh`` made, ``import zoo_protocols`` works from any folder
+    and comes from this checkout, whose paper tables it reads as files."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     code = (
-        "import importlib.resources, recipes\n"
-        "print(recipes.__file__)\n"
-        "print(sorted(p.name for p in importlib.resources.files('recipes').joinpath('data').iterdir() if p.name.endswith('.csv')))\n"
+        "import importlib.resources, zoo_protocols\n"
+        "print(zoo_protocols.__file__)\n"
+        "print(sorted(p.name for p in importlib.resources.files('zoo_protocols').joinpath('data').iterdir() if p.name.endswith('.csv')))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, check=True).stdout.splitlines()
-    assert Path(out[0]).resolve() == ROOT / "recipes" / "__init__.py"
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, "zoo_protocols is not importable: run scripts/setup.sh (it puts the checkout on the environment's path)\n" + done.stderr[-800:]
+    out = done.stdout.splitlines()
+    assert Path(out[0]).resolve() == ROOT / "zoo_protocols" / "__init__.py"
     assert out[1] == str(["deng2019_uci.csv", "sagar2020_withdrawn.csv"])

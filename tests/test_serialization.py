@@ -238,7 +238,7 @@ def test_no_other_loader_unpickles_files():
     (CIFAR's batches, pickles by their format, go through a restricted unpickler)."""
     root = pathlib.Path(__file__).resolve().parents[1]
     offenders = []
-    for folder in ("pyrozoo", "recipes", "examples", "benchmarks", "scripts"):
+    for folder in ("pyrozoo", "zoo_protocols", "examples", "reproductions", "studies", "tools", "benchmarks", "scripts"):
         for path in sorted((root / folder).rglob("*.py")):
             if path.name == "serialization.py":
                 continue

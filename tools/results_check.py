@@ -6,11 +6,11 @@ Three sections, each a list of findings (empty: current):
 * **manifest**: every results file has a row in ``MANIFEST.csv`` saying how it was made
   (command, commit, settings, device, threads) and every row names an existing file; results
   whose code or inputs changed after them, with or without a waiver
-  (:func:`recipes.provenance.check_manifest`; needs the git history);
-* **claims ledger**: ``claims.csv`` is what ``examples/claims_ledger.py`` computes today from
-  the committed files (:func:`recipes.claims.currency_problems`);
+  (:func:`zoo_protocols.provenance.check_manifest`; needs the git history);
+* **claims ledger**: ``claims.csv`` is what ``tools/claims_ledger.py`` computes today from
+  the committed files (:func:`zoo_protocols.claims.currency_problems`);
 * **reference matrix**: ``reference_matrix.csv`` covers every exported combination with valid
-  rows (:func:`recipes.reference_matrix.coverage_problems`).
+  rows (:func:`zoo_protocols.reference_matrix.coverage_problems`).
 
     make results-check                              # the report
     python tools/results_check.py --strict          # exit status 1 when a section has findings
@@ -20,12 +20,12 @@ Each finding names the command that brings it current.
 """
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Dict, List, Optional
 
 from pyrozoo import atomic
-from recipes import provenance as prov
+from zoo_protocols import provenance as prov
+from zoo_protocols.cli import run_main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,7 +36,7 @@ def manifest_findings(root: Path, verbose: bool = False) -> List[str]:
     found = [p if not p.startswith("stale") else "stale: " + result.stale[p.split(": ", 1)[1]].describe(hist) for p in result.problems]
     path = prov.manifest_path(root)
     if path.is_file() and path.read_text() != prov.manifest_text(prov.read_manifest(path)):
-        found.append(f"{prov.MANIFEST_NAME} is not in its canonical form (sorted, columns in order): python examples/results_manifest.py rewrites it")
+        found.append(f"{prov.MANIFEST_NAME} is not in its canonical form (sorted, columns in order): python tools/results_manifest.py rewrites it")
     if not result.history_available:
         found.append("staleness not judged: this checkout has no full git history (no git, or a shallow clone)")
     elif verbose:
@@ -45,20 +45,20 @@ def manifest_findings(root: Path, verbose: bool = False) -> List[str]:
 
 
 def ledger_findings(root: Path, verbose: bool = False) -> List[str]:
-    from recipes import claims
+    from zoo_protocols import claims
 
     return claims.currency_problems(prov.results_dir(root))
 
 
 def matrix_findings(root: Path, verbose: bool = False) -> List[str]:
-    from recipes import read_runs
-    from recipes import reference_matrix as rm
+    from zoo_protocols import read_runs
+    from zoo_protocols import reference_matrix as rm
 
     path = prov.results_dir(root) / "reference_matrix.csv"
     if not path.is_file():
-        return [f"{path.relative_to(root)} is missing: run python examples/reference_matrix.py"]
+        return [f"{path.relative_to(root)} is missing: run python tools/reference_matrix.py"]
     table = read_runs(path, rm.COLUMNS, required=rm.KEY + ["status", "run_status"], missing_ok=False)
-    return [f + " (python examples/reference_matrix.py)" for f in rm.coverage_problems(table)]
+    return [f + " (python tools/reference_matrix.py)" for f in rm.coverage_problems(table)]
 
 
 SECTIONS = {"manifest": manifest_findings, "claims ledger": ledger_findings, "reference matrix": matrix_findings}
@@ -100,4 +100,4 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -1,7 +1,7 @@
 """Counting the parameters and FLOPs of dense, sparse and structurally pruned networks.
 
 One convention, used by every compression method of the zoo (and by the ``--out`` CSV of
-``examples/compress_lenet.py``):
+``reproductions/compress_lenet.py``):
 
 * **Layers.** Only ``nn.Linear`` and ``nn.Conv2d`` layers (and their sparse stand-ins
   :class:`~pyrozoo.compression.sparse.SparseLinear`,

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from pyrozoo.data import UCIDataset, gap_rows, gap_split
-from recipes.paths import default_data_dir
+from zoo_protocols.paths import default_data_dir
 
 #: row counts with each remainder modulo 3, and ties at the boundaries
 VALUE_CASES = [

@@ -1,5 +1,5 @@
 """The data root: the library takes it as an argument or from ``$PYROZOO_DATA_DIR`` and never
-searches for one; the examples' search for ``shared/data`` is :mod:`recipes.paths`'s."""
+searches for one; the examples' search for ``shared/data`` is :mod:`zoo_protocols.paths`'s."""
 
 import pytest
 
@@ -32,7 +32,7 @@ def test_without_a_folder_or_the_variable_the_loaders_say_what_to_do(tmp_path, m
 
 
 def test_the_recipes_find_shared_data_by_walking_up(tmp_path, monkeypatch):
-    from recipes.paths import default_data_dir, resolve_data_dir as recipes_data_dir
+    from zoo_protocols.paths import default_data_dir, resolve_data_dir as recipes_data_dir
 
     data = tmp_path / "shared" / "data"
     data.mkdir(parents=True)

@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from pyrozoo.data import ClassificationSplit, ClassificationTable, RegressionTable, UCIDataset, check_input_shape, gap_split, load_image_arrays
-from recipes import cli
-from recipes.compare import budget_epochs, compare
-from tests.examples.runner import run_example
+from zoo_protocols import cli
+from zoo_protocols.compare import budget_epochs, compare
+from tests.runner import run_example
 
 N = 60
 

@@ -1,6 +1,6 @@
 """The short example scripts a user copies (issue 43): each runs its smoke command line in a
 fresh process, is 60-200 lines long and imports nothing of the repository beside ``pyrozoo``
-(no ``recipes``, no ``tests``), only the packages a user of the field has."""
+(no ``zoo_protocols``, no ``tests``), only the packages a user of the field has."""
 
 import ast
 import os
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.examples.runner import EXAMPLES, USER_EXAMPLES
+from tests.runner import EXAMPLES, USER_EXAMPLES
 
 #: the top-level packages an example may import
 ALLOWED = {"pyrozoo", "pyro", "torch", "numpy", "pandas", "sklearn", "matplotlib", "scipy",
@@ -18,7 +18,7 @@ ALLOWED = {"pyrozoo", "pyro", "torch", "numpy", "pandas", "sklearn", "matplotlib
 
 def test_every_short_script_is_listed():
     """A script of examples/ is either an experiment driver (it imports recipes) or listed."""
-    scripts = {p.name for p in EXAMPLES.glob("*.py") if "recipes" not in p.read_text()}
+    scripts = {p.name for p in EXAMPLES.glob("*.py") if "zoo_protocols" not in p.read_text()}
     assert scripts == set(USER_EXAMPLES)
 
 
