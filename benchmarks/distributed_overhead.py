@@ -4,7 +4,7 @@ same global batch.
 Two ranks are started (``torch.multiprocessing``, gloo on a free port, one torch thread each)
 and rank 0 times, in interleaved rounds in the same run (medians; see ``timing.py``):
 
-* ``one process``: the step of ``fit`` (:func:`pyrozoo.inference.training_step`) on the whole
+* ``one process``: the step of ``fit`` (:func:`pyrozoo.inference.training.training_step`) on the whole
   global batch ``B``, on rank 0 alone (rank 1 waits at a barrier);
 * ``2 ranks``: the data-parallel step: each rank ``B / 2`` examples, the gradients of every
   parameter averaged by one all-reduce (:class:`pyrozoo.distributed.DataParallel`);
@@ -34,13 +34,14 @@ from timing import interleaved_medians  # noqa: E402
 
 from pyrozoo.distributed import DataParallel  # noqa: E402
 from pyrozoo.guides import MeanFieldNormalGuide  # noqa: E402
-from pyrozoo.inference import ClosedFormKL_ELBO, collect_parameters, default_optimizer, training_step  # noqa: E402
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical, Gaussian, LeNet300100, NormalPrior  # noqa: E402
+from pyrozoo.inference import ClosedFormKL_ELBO, collect_parameters, default_optimizer  # noqa: E402
+from pyrozoo.inference.training import training_step  # noqa: E402
+from pyrozoo.models import MLP, BayesianNeuralNetwork, CategoricalLikelihood, GaussianLikelihood, LeNet300100, NormalPrior  # noqa: E402
 
 #: name -> (description, network factory, input shape, likelihood factory, global batch, N)
 CASES = {
-    "uci": ("UCI MLP 13-50-1, mean-field VI, local reparameterization (the UCI example's step)", lambda: MLP(13, [50], 1), (13,), lambda n: Gaussian(n, precision=4.0), 32, 455),
-    "lenet300": ("LeNet-300-100, mean-field VI, local reparameterization (266k weights)", LeNet300100, (784,), Categorical, 128, 60000),
+    "uci": ("UCI MLP 13-50-1, mean-field VI, local reparameterization (the UCI example's step)", lambda: MLP(13, [50], 1), (13,), lambda n: GaussianLikelihood(n, precision=4.0), 32, 455),
+    "lenet300": ("LeNet-300-100, mean-field VI, local reparameterization (266k weights)", LeNet300100, (784,), CategoricalLikelihood, 128, 60000),
 }
 
 
@@ -62,7 +63,7 @@ def make_step(case, x, y, parallel=None):
 def data(case, generator):
     _, _, shape, likelihood, batch, _ = CASES[case]
     x = torch.randn(batch, *shape, generator=generator)
-    y = torch.randint(0, 10, (batch,), generator=generator) if likelihood is Categorical else torch.randn(batch, 1, generator=generator)
+    y = torch.randint(0, 10, (batch,), generator=generator) if likelihood is CategoricalLikelihood else torch.randn(batch, 1, generator=generator)
     return x, y
 
 

@@ -36,7 +36,8 @@ from timing import interleaved_medians  # noqa: E402
 
 from pyrozoo.data import load_mnist  # noqa: E402
 from pyrozoo.distributions import FiniteMixing, LogScaleNormal, PriorComponentCache, SemiImplicit  # noqa: E402
-from pyrozoo.inference import DSIVI_ELBO, collect_parameters, default_optimizer, training_step  # noqa: E402
+from pyrozoo.inference import DSIVI_ELBO, collect_parameters, default_optimizer  # noqa: E402
+from pyrozoo.inference.training import training_step  # noqa: E402
 from pyrozoo.models import MLP, VAE, AggregatedPosteriorPrior, AmortizedNormalGuide, GaussianEncoder, StandardNormalLatentPrior  # noqa: E402
 
 BASE = "plain ELBO (standard Normal prior)"

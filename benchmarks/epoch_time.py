@@ -7,7 +7,7 @@ architecture, batch size and data (interleaved rounds, medians; see ``timing.py`
   steps at batch 100): the steps of ``zoo_protocols/compress_sparse_vd.py``,
   ``zoo_protocols/compress_bayesian_compression.py`` (``bc-gnj``, ``bc-ghs``) and
   ``zoo_protocols/compress_rdp.py``, built as the recipes build them and run as
-  :func:`pyrozoo.inference.fit` runs them (:func:`~pyrozoo.inference.training_step` with the
+  :func:`pyrozoo.inference.fit` runs them (:func:`~pyrozoo.inference.training.training_step` with the
   recipe's estimator, objective and KL weight of a mid-run epoch, the parameters ``fit``
   collects, fused Adam); against plain LeNet-5 with fused Adam.
 * ``cnn``: the 2-Conv-2-FC CNN with SG-MCMC (``reproductions/classify_cnn.py``, 100 epochs of 60
@@ -59,7 +59,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from timing import interleaved_medians  # noqa: E402
 
 from pyrozoo.data import TensorBatches, load_mnist  # noqa: E402
-from pyrozoo.inference import ClosedFormKL_ELBO, collect_parameters, default_optimizer, training_step  # noqa: E402
+from pyrozoo.inference import ClosedFormKL_ELBO, collect_parameters, default_optimizer  # noqa: E402
+from pyrozoo.inference.training import training_step  # noqa: E402
 from pyrozoo.inference.posterior_averaging import StepSizeWeightedAverage  # noqa: E402
 from pyrozoo.inference.sample_storage import DiskSamples  # noqa: E402
 from pyrozoo.inference.sgmcmc import model_output  # noqa: E402

@@ -32,7 +32,7 @@ from pyrozoo.inference.pruning import MagnitudePruning  # noqa: E402
 from pyrozoo.inference.sgmcmc import SGHMC  # noqa: E402
 from pyrozoo.inference.sgmcmc_sa import StochasticApproximation  # noqa: E402
 from pyrozoo.inference.step_sizes import PolynomialDecay  # noqa: E402
-from pyrozoo.models import BayesianNeuralNetwork, Categorical, NormalPrior, TwoConvTwoFCNet  # noqa: E402
+from pyrozoo.models import BayesianNeuralNetwork, CategoricalLikelihood, NormalPrior, TwoConvTwoFCNet  # noqa: E402
 from pyrozoo.models.spike_and_slab import SpikeAndSlabPrior  # noqa: E402
 from pyrozoo.reporting import to_markdown  # noqa: E402
 
@@ -55,12 +55,12 @@ def sampler_step(x, y, adaptive: bool, prune: bool, channels_last=True):
     net = TwoConvTwoFCNet(channels_last=channels_last).to(x.device)
     idx = torch.arange(len(x), device=x.device)
     if not adaptive:
-        model = BayesianNeuralNetwork(net, NormalPrior(1.0), Categorical(NUM_TRAIN))
+        model = BayesianNeuralNetwork(net, NormalPrior(1.0), CategoricalLikelihood(NUM_TRAIN))
         sampler = SGHMC(model, lr=5e-7, momentum=0.9, inverse_temperature=1000.0)
     else:
         p = net.fc1.weight.numel()
         prior = SpikeAndSlabPrior(1.0, 0.1, sparse={"expose_modules": ["fc1"], "hide_parameters": ["bias"]}, nu=1000.0, lam=1000.0, a=float(p), b=float(p))
-        model = BayesianNeuralNetwork(net, prior, Categorical(NUM_TRAIN))
+        model = BayesianNeuralNetwork(net, prior, CategoricalLikelihood(NUM_TRAIN))
         prior.empirical_bayes(net)
         adaptations = [StochasticApproximation(prior, PolynomialDecay(1.0, 0.75, offset=1000.0))]
         if prune:

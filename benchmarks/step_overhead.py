@@ -5,7 +5,7 @@ Every case times one optimisation step on the same minibatch in the same process
 deterministic step of the same architecture with the same optimizer (fused Adam).
 
 The pyrozoo cases run exactly the step of ``pyrozoo.inference.fit``
-(:func:`pyrozoo.inference.training_step`). For scale, the table also shows the stock
+(:func:`pyrozoo.inference.training.training_step`). For scale, the table also shows the stock
 Pyro recipe (``AutoNormal`` + ``Trace_ELBO`` + ``pyro.optim.Adam`` through ``SVI``).
 
     python benchmarks/step_overhead.py                  # LeNet-300-100, batch 100
@@ -30,9 +30,10 @@ from timing import interleaved_medians  # noqa: E402
 from pyrozoo.guides import MeanFieldNormalGuide  # noqa: E402
 from pyrozoo.guides.bayesian_compression import BayesianCompressionGuide  # noqa: E402
 from pyrozoo.guides.variational_dropout import SparseVariationalDropoutGuide  # noqa: E402
-from pyrozoo.inference import ClosedFormKL_ELBO, collect_parameters, default_optimizer, training_step  # noqa: E402
+from pyrozoo.inference import ClosedFormKL_ELBO, collect_parameters, default_optimizer  # noqa: E402
+from pyrozoo.inference.training import training_step  # noqa: E402
 from pyrozoo.inference.elbo import ReferenceClosedFormKL_ELBO  # noqa: E402
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical, LeNet5, LeNet300100, NormalPrior  # noqa: E402
+from pyrozoo.models import MLP, BayesianNeuralNetwork, CategoricalLikelihood, LeNet5, LeNet300100, NormalPrior  # noqa: E402
 from pyrozoo.models.compression_priors import GroupHorseshoePrior, GroupNormalJeffreysPrior  # noqa: E402
 from pyrozoo.models.dropout_priors import LogUniformPrior  # noqa: E402
 from pyrozoo.poutine.weight_noise import local_reparameterization_reference  # noqa: E402
@@ -131,7 +132,7 @@ def pyrozoo_step(arch, x, y, estimator, prior=lambda: NormalPrior(1.0), guide=la
     the parameters ``fit`` optimises (the guide's and the model's point estimates);
     ``objective`` is the objective's class, ``handler`` a weight-noise handler (factory)
     around the step in place of ``estimator``'s."""
-    model = BayesianNeuralNetwork(ARCHS[arch][0]().to(x.device), prior(), Categorical(NUM_TRAIN))
+    model = BayesianNeuralNetwork(ARCHS[arch][0]().to(x.device), prior(), CategoricalLikelihood(NUM_TRAIN))
     q = guide(model)
     q(x, y)
     objective = objective()

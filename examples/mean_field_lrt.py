@@ -37,7 +37,7 @@ from sklearn.model_selection import train_test_split
 
 from pyrozoo.guides import MeanFieldNormalGuide
 from pyrozoo.inference import ClosedFormKL_ELBO, evaluate, fit, predict
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Gaussian, NormalPrior, ScaleMixturePrior
+from pyrozoo.models import MLP, BayesianNeuralNetwork, GaussianLikelihood, NormalPrior, ScaleMixturePrior
 from pyrozoo.poutine import local_reparameterization
 
 
@@ -63,7 +63,7 @@ def make_model(args, num_train, device):
         prior = NormalPrior(1.0)
     else:  # Blundell et al. (2015), eq. 7: pi N(0, sigma1^2) + (1 - pi) N(0, sigma2^2)
         prior = ScaleMixturePrior(pi=0.5, sigma1=1.0, sigma2=math.exp(-6))
-    likelihood = Gaussian(num_train, precision=dist.Gamma(6.0, 6.0))  # noise precision inferred
+    likelihood = GaussianLikelihood(num_train, precision=dist.Gamma(6.0, 6.0))  # noise precision inferred
     return BayesianNeuralNetwork(net, prior, likelihood)
 
 

@@ -38,7 +38,7 @@ from pyrozoo.compression import apply_masks, remove_pruned_units
 from pyrozoo.compression.radial_directional import pruning_masks, posterior_mean_weights
 from pyrozoo.guides import MeanFieldNormalGuide, RadialDirectionalGuide
 from pyrozoo.inference import ClosedFormKL_ELBO, LinearKLWarmup, evaluate, fit
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical, NormalPrior, RadialDirectionalPrior
+from pyrozoo.models import MLP, BayesianNeuralNetwork, CategoricalLikelihood, NormalPrior, RadialDirectionalPrior
 
 
 def load_data(device):
@@ -60,12 +60,12 @@ def build(method, args, num_train):
     torch.manual_seed(args.seed)
     net = MLP(64, [args.hidden], 10).to(args.device)
     if method == "mean-field":
-        model = BayesianNeuralNetwork(net, NormalPrior(1.0), Categorical(num_train))
+        model = BayesianNeuralNetwork(net, NormalPrior(1.0), CategoricalLikelihood(num_train))
         return model, MeanFieldNormalGuide(model, init_scale=1e-3), {"estimator": "local"}
     # the weights are composed from radii and directions, so there is no Normal weight site
     # for local reparameterization to act on: the weights are sampled once per minibatch
     prior = RadialDirectionalPrior(grouping="double", local_scale=1.0, global_scale=1.0, direction_epsilon=0.5)
-    model = BayesianNeuralNetwork(net, prior, Categorical(num_train))
+    model = BayesianNeuralNetwork(net, prior, CategoricalLikelihood(num_train))
     guide = RadialDirectionalGuide(model, init_scale=1e-3, init_direction_epsilon=0.005)
     warmup = LinearKLWarmup(0, max(0.1 * args.epochs, 1e-3))
     return model, guide, {"objective": ClosedFormKL_ELBO(), "kl_schedule": warmup}

@@ -39,7 +39,7 @@ import pyrozoo
 from pyrozoo import atomic
 from pyrozoo.guides import MeanFieldNormalGuide
 from pyrozoo.inference import evaluate, fit, predict, uncertainty
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Gaussian, NormalPrior
+from pyrozoo.models import MLP, BayesianNeuralNetwork, GaussianLikelihood, NormalPrior
 
 
 def load_data(device):
@@ -56,7 +56,7 @@ def build(args, n_train):
     """Model and guide, built the same way in every process (a load needs objects of the same shapes)."""
     net = MLP(10, [args.hidden], 1)
     prior = NormalPrior(1.0, expose_parameters=["weight"])  # random weights; the biases stay point estimates
-    model = BayesianNeuralNetwork(net, prior, Gaussian(n_train, precision=dist.Gamma(6.0, 6.0))).to(args.device)
+    model = BayesianNeuralNetwork(net, prior, GaussianLikelihood(n_train, precision=dist.Gamma(6.0, 6.0))).to(args.device)
     return model, MeanFieldNormalGuide(model, init_scale=0.01)
 
 

@@ -37,7 +37,7 @@ from pyrozoo.compression import apply_masks, count_network, format_sparsity, rem
 from pyrozoo.compression.group_pruning import group_masks, weight_masks
 from pyrozoo.guides import BayesianCompressionGuide, SparseVariationalDropoutGuide
 from pyrozoo.inference import LinearKLWarmup, evaluate, fit
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical, GroupHorseshoePrior, GroupNormalJeffreysPrior, LogUniformPrior
+from pyrozoo.models import MLP, BayesianNeuralNetwork, CategoricalLikelihood, GroupHorseshoePrior, GroupNormalJeffreysPrior, LogUniformPrior
 
 METHODS = ("sparse-vd", "bc-gnj", "bc-ghs")
 
@@ -60,10 +60,10 @@ def build(method, args, num_train):
     torch.manual_seed(args.seed)  # the same initial network for every method
     net = MLP(64, [256, 128], 10).to(args.device)
     if method == "sparse-vd":
-        model = BayesianNeuralNetwork(net, LogUniformPrior(), Categorical(num_train))
+        model = BayesianNeuralNetwork(net, LogUniformPrior(), CategoricalLikelihood(num_train))
         return model, SparseVariationalDropoutGuide(model)
     prior = GroupNormalJeffreysPrior() if method == "bc-gnj" else GroupHorseshoePrior(tau0=1e-5)
-    model = BayesianNeuralNetwork(net, prior, Categorical(num_train))
+    model = BayesianNeuralNetwork(net, prior, CategoricalLikelihood(num_train))
     return model, BayesianCompressionGuide(model)
 
 

@@ -11,7 +11,7 @@
   and :func:`posterior_moment_errors` against a conjugate model's exact posterior.
 * Out-of-distribution detection: :func:`auroc` of any score, and :func:`ood_auroc` of a part of
   the predictive uncertainty split (entropy or mutual information) that
-  :mod:`pyrozoo.inference.uncertainty` computes. This module imports nothing from the rest of
+  :mod:`pyrozoo.inference.uncertainty_decomposition` computes. This module imports nothing from the rest of
   the package (``pyrozoo.inference`` imports it), so it takes that split as its input.
 """
 

@@ -41,7 +41,7 @@ import torch
 from pyrozoo import atomic
 from pyrozoo.data import load_mnist
 from pyrozoo.inference import fit
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical
+from pyrozoo.models import MLP, BayesianNeuralNetwork, CategoricalLikelihood
 from pyrozoo.poutine import latent_scale, local_reparameterization, weight_means, weights_per_example
 from pyrozoo.reporting import save_table, to_markdown
 from pyrozoo.serialization import load_state
@@ -149,7 +149,7 @@ def main(argv=None):
     # estimator is what this experiment varies
     spec = declared.method(METHOD)
     s = RunConfig(extra={"init_scale": args.init_scale}).settings(spec.defaults)
-    model = BayesianNeuralNetwork(MLP(in_features, hidden, num_classes).to(device), spec.prior(s), Categorical(len(x)))
+    model = BayesianNeuralNetwork(MLP(in_features, hidden, num_classes).to(device), spec.prior(s), CategoricalLikelihood(len(x)))
     guide, objective = spec.guide(model, s), spec.objective(s)
     for epoch in checkpoints:
         if epoch in set(measured.epoch):

@@ -53,7 +53,7 @@ import torch.nn.functional as F
 from pyrozoo.data import load_mnist
 from pyrozoo.guides import VariationalDropoutGuide
 from pyrozoo.inference import fit
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical
+from pyrozoo.models import MLP, BayesianNeuralNetwork, CategoricalLikelihood
 from pyrozoo.poutine import latent_scale, local_reparameterization, weight_means
 from pyrozoo.reporting import save_table, to_markdown
 from zoo_protocols import methods as declared
@@ -222,7 +222,7 @@ def measure(example, method, x, y, hidden, checkpoints, small, large, repeats, s
     pyro.set_rng_seed(seed0)
     spec = declared.method(method)
     s = RunConfig(extra={"init_scale": 1e-2}).settings(spec.defaults)  # the example's --init-scale default
-    model = BayesianNeuralNetwork(MLP(784, hidden, 10), spec.prior(s), Categorical(len(x)))
+    model = BayesianNeuralNetwork(MLP(784, hidden, 10), spec.prior(s), CategoricalLikelihood(len(x)))
     guide, objective = spec.guide(model, s), spec.objective(s)
     if isinstance(guide, VariationalDropoutGuide):
         # Kingma et al. keep alpha <= 1; the pruning threshold (unused here: no train-time clip) must lie inside the bounds

@@ -59,7 +59,7 @@ from torch import nn
 
 from pyrozoo.guides import MeanFieldNormalGuide
 from pyrozoo.inference import ClosedFormKL_ELBO
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical, NormalPrior
+from pyrozoo.models import MLP, BayesianNeuralNetwork, CategoricalLikelihood, NormalPrior
 from pyrozoo.poutine import local_reparameterization, weights_per_example
 from pyrozoo.reporting import save_table, to_markdown
 from zoo_protocols.cli import DEFAULT_RESULTS_DIR, add_common_arguments, positive_int, positive_int_list, run_main
@@ -145,7 +145,7 @@ def independent_step(net: IndependentGaussianMLP, x, y, estimator: str):
 def pyrozoo_model(sizes: Sequence[int], init_scale: float, x, y):
     """The BNN and its mean-field guide (created from a trace on ``x, y``)."""
     pyro.clear_param_store()
-    model = BayesianNeuralNetwork(MLP(sizes[0], list(sizes[1:-1]), sizes[-1]), NormalPrior(1.0), Categorical(dataset_size=N_DATA))
+    model = BayesianNeuralNetwork(MLP(sizes[0], list(sizes[1:-1]), sizes[-1]), NormalPrior(1.0), CategoricalLikelihood(dataset_size=N_DATA))
     guide = MeanFieldNormalGuide(model, init_scale=init_scale)
     with poutine.block():
         guide(x, y)

@@ -59,7 +59,7 @@ from torch import nn
 
 from pyrozoo.data.uci import UCIDataset
 from pyrozoo.inference import ClosedFormKL_ELBO, fit
-from pyrozoo.models import BayesianNeuralNetwork, Gaussian
+from pyrozoo.models import BayesianNeuralNetwork, GaussianLikelihood
 from pyrozoo.reporting import save_table, to_markdown
 from pyrozoo.utils import set_seed
 from zoo_protocols.cli import DEFAULT_RESULTS_DIR, add_common_arguments, positive_int, run_main
@@ -226,7 +226,7 @@ def make_pyrozoo(method: str, n: int, d: int, K2: int, init_scale: float):
     8 weights and a bias, each with its own precision) with a fixed-noise Gaussian likelihood."""
     spec = declaration(DECLARATIONS[method])
     s = RunConfig(extra={"normal_gamma": (A, B), "K2": K2, "init_scale": init_scale}).settings(spec.defaults)
-    model = BayesianNeuralNetwork(nn.Linear(d, 1).to(DTYPE), spec.prior(s), Gaussian(n, precision=NOISE_PRECISION))
+    model = BayesianNeuralNetwork(nn.Linear(d, 1).to(DTYPE), spec.prior(s), GaussianLikelihood(n, precision=NOISE_PRECISION))
     return spec, s, model, spec.guide(model, s)
 
 

@@ -66,7 +66,7 @@ from pyrozoo.data import load_mnist
 from pyrozoo.guides import VariationalDropoutGuide
 from pyrozoo.inference import ClosedFormKL_ELBO, evaluate, fit
 from pyrozoo.inference.diagnostics import PriorCollapseWarning
-from pyrozoo.models import BayesianNeuralNetwork, Categorical
+from pyrozoo.models import BayesianNeuralNetwork, CategoricalLikelihood
 from pyrozoo.models.dropout_priors import NORMALIZATION_LAYERS, LogUniformPrior
 from pyrozoo.reporting import save_table, to_markdown
 from pyrozoo.utils import evaluation_mode, set_seed
@@ -248,7 +248,7 @@ def _fit_pyrozoo(arch: str, output: str, train, epochs: int, seed: int):
     net = _network(arch)
     hide = [_output_layer_name(net)] if output == "mean" else []
     prior = LogUniformPrior(expose_parameters=["weight"], hide_types=NORMALIZATION_LAYERS, hide_modules=hide)
-    model = BayesianNeuralNetwork(net, prior, Categorical(dataset_size=n))
+    model = BayesianNeuralNetwork(net, prior, CategoricalLikelihood(dataset_size=n))
     guide = VariationalDropoutGuide(model, parameterization="zero-mean")
     history = fit(
         model, guide, train, epochs=epochs, objective=ClosedFormKL_ELBO(), batch_size=BATCH_SIZE, lr=LR,

@@ -35,7 +35,7 @@ from pyrozoo.data import TensorBatches
 from pyrozoo.distributed import DataParallel, IndependentChains, ShardedBatches, chain_diagnostics, chain_seed, gather_chains, pool_chains
 from pyrozoo.guides import DeltaGuide, MeanFieldNormalGuide
 from pyrozoo.inference import SGHMC, SGLD, BlundellKLReweighting, DiskSamples, InMemorySamples, StochasticApproximation, fit
-from pyrozoo.models import BayesianNeuralNetwork, Gaussian
+from pyrozoo.models import BayesianNeuralNetwork, GaussianLikelihood
 from pyrozoo.models.spike_and_slab import SpikeAndSlabPrior
 from pyrozoo.serialization import load_state, save_state
 from tests.inference.cases import conjugate_problem, linear_regression_model, small_bnn
@@ -188,7 +188,7 @@ def sghmc_sa_run(distributed=None) -> dict:
     y = x[:, :2].sum(-1, keepdim=True) + 0.3 * torch.randn(40, 1, generator=g, dtype=torch.float64)
     net = torch.nn.Linear(8, 1, bias=False).double()
     prior = SpikeAndSlabPrior(0.1, 10.0, sparse={"expose_parameters": ["weight"]}, a=1.0, b=8.0)
-    model = BayesianNeuralNetwork(net, prior, Gaussian(None, precision=dist.Gamma(0.5, 0.5)))
+    model = BayesianNeuralNetwork(net, prior, GaussianLikelihood(None, precision=dist.Gamma(0.5, 0.5)))
     prior.empirical_bayes(model, sigma=1.0, kappa0=1.0, kappa1=1.0)
     sampler = SGHMC(model, lr=1e-3, adaptations=[StochasticApproximation(prior, 0.5)])
     sampler.run((x, y), epochs=3, batch_size=10, seed=4, progress=False, distributed=distributed)

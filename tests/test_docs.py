@@ -70,8 +70,7 @@ def documented_names():
 
 def _resolve(name):
     """The object ``name`` names as Sphinx reads an autosummary entry: an attribute of its
-    parent module (``pyrozoo.inference.uncertainty`` is the function the package exports, not
-    the submodule of the same name), else a module."""
+    parent module, else a module."""
     parent, _, attr = name.rpartition(".")
     try:
         return getattr(importlib.import_module(parent), attr)

@@ -161,3 +161,21 @@ def test_the_checker_sees_function_local_and_relative_imports(tmp_path):
     assert cycles(graph) == [["pkg.a", "pkg.b"]]
     (package / "b" / "mod.py").write_text("def g():\n    return None\n")
     assert cycles(import_graph(package)) == []
+
+
+def test_no_exported_name_shadows_a_submodule():
+    """A name in a package's ``__all__`` that is also one of its submodules makes
+    ``pkg.name`` the one or the other depending on what was imported first."""
+    import importlib
+    import pkgutil
+
+    import pyrozoo
+
+    clashes = []
+    for info in pkgutil.walk_packages(pyrozoo.__path__, "pyrozoo."):
+        if not info.ispkg:
+            continue
+        package = importlib.import_module(info.name)
+        submodules = {m.name for m in pkgutil.iter_modules(package.__path__)}
+        clashes += [f"{info.name}.{name}" for name in getattr(package, "__all__", ()) if name in submodules]
+    assert not clashes, clashes

@@ -9,7 +9,7 @@ import torch
 from scipy.stats import norm
 
 from pyrozoo import metrics
-from pyrozoo.inference.uncertainty import classification_uncertainty
+from pyrozoo.inference.uncertainty_decomposition import classification_uncertainty
 from pyrozoo.metrics import (
     accuracy,
     agreement,

@@ -37,7 +37,7 @@ import torch
 
 from pyrozoo.baselines import DeepEnsemble, IVONBaseline, LaplaceBaseline, train_map
 from pyrozoo.data import UCISplit
-from pyrozoo.models import MLP, Categorical, Gaussian
+from pyrozoo.models import MLP, CategoricalLikelihood, GaussianLikelihood
 from pyrozoo.utils import set_seed
 from zoo_protocols.config import RunConfig
 from zoo_protocols.uci import decay_to_tenth
@@ -139,7 +139,7 @@ def run_uci(name: str, split: UCISplit, config: RunConfig) -> dict:
     set_seed(config.seed + split.split)
     split = split.to(config.device, config.dtype)
     a, b = s["precision_prior"]
-    likelihood = Gaussian(len(split.y_train), precision=dist.Gamma(float(a), float(b)))
+    likelihood = GaussianLikelihood(len(split.y_train), precision=dist.Gamma(float(a), float(b)))
     features, hidden = split.num_features, split.n_hidden
 
     def make_net():
@@ -164,5 +164,5 @@ def run_mnist(name: str, data, config: RunConfig) -> dict:
     def make_net():
         return MLP(features, hidden, classes)
 
-    baseline = _fit(name, Categorical(len(data.y_train)), make_net, data.x_train, data.y_train, s, config.seed)
+    baseline = _fit(name, CategoricalLikelihood(len(data.y_train)), make_net, data.x_train, data.y_train, s, config.seed)
     return {**baseline.evaluate(data.x_test, data.y_test, s["num_samples"]), **_extras(baseline)}

@@ -14,7 +14,7 @@ import pandas as pd
 
 from pyrozoo.compression.graves import pruning_curve
 from pyrozoo.inference import evaluate, fit
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical
+from pyrozoo.models import MLP, BayesianNeuralNetwork, CategoricalLikelihood
 from zoo_protocols.config import RunConfig
 from zoo_protocols.methods import method
 
@@ -43,7 +43,7 @@ def train(train_data, s, *, hidden: int, epochs: int, batch_size: int, lr: float
     ``(model, guide, history)``."""
     x, y = train_data
     prior = SPEC.prior(s)
-    model = BayesianNeuralNetwork(MLP(x.shape[-1], [hidden, hidden], num_classes).to(device), prior, Categorical(len(x)))
+    model = BayesianNeuralNetwork(MLP(x.shape[-1], [hidden, hidden], num_classes).to(device), prior, CategoricalLikelihood(len(x)))
     guide = SPEC.guide(model, s)
     fit_arguments = SPEC.fit_arguments(s, epochs)
     if estimator is not None:

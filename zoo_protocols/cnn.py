@@ -29,7 +29,7 @@ from pyrozoo.inference import fit
 from pyrozoo.inference.posterior_averaging import StepSizeWeightedAverage, ensemble_probs
 from pyrozoo.inference.sample_storage import DiskSamples
 from pyrozoo.inference.sgmcmc import model_output
-from pyrozoo.models import BayesianNeuralNetwork, Categorical, TwoConvTwoFCNet
+from pyrozoo.models import BayesianNeuralNetwork, CategoricalLikelihood, TwoConvTwoFCNet
 from pyrozoo.robustness import fgsm_accuracy
 from zoo_protocols.config import RunConfig
 from zoo_protocols.methods import method as declaration
@@ -94,7 +94,7 @@ def run_point_estimate(method, data, args, device, run_dir):
     spec = declaration(DECLARATIONS[method])
     s = RunConfig().settings({"prior_scale": args.prior_scale}, spec.defaults)
     net = TwoConvTwoFCNet(num_classes=args.num_classes, dropout=0.5 if method == "dropout" else 0.0).to(device)
-    model = BayesianNeuralNetwork(net, spec.prior(s), Categorical(len(x)))
+    model = BayesianNeuralNetwork(net, spec.prior(s), CategoricalLikelihood(len(x)))
     guide = spec.guide(model, s)
     net.train()
     history = fit(model, guide, (x, y), epochs=args.epochs, batch_size=args.batch_size, lr=args.adam_lr, device=device, seed=args.seed,
@@ -125,7 +125,7 @@ def sampler_model(method, x, args, device):
     spec = declaration(DECLARATIONS[method])
     net = TwoConvTwoFCNet(num_classes=args.num_classes).to(device)
     s = RunConfig().settings(protocol_settings(net, args), spec.defaults)
-    model = BayesianNeuralNetwork(net, spec.prior(s), Categorical(len(x)))
+    model = BayesianNeuralNetwork(net, spec.prior(s), CategoricalLikelihood(len(x)))
     return model, spec, s, spec.adaptations(model, s)
 
 

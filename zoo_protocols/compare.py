@@ -66,7 +66,7 @@ import torch
 from pyrozoo import atomic, metrics
 from pyrozoo.data import ROTATION_ANGLES, UCIDataset, dataset_folder, gap_split, load_mnist, rotate_images
 from pyrozoo.inference.prediction import record_predictive
-from pyrozoo.inference.uncertainty import classification_uncertainty
+from pyrozoo.inference.uncertainty_decomposition import classification_uncertainty
 from pyrozoo.reporting import mean_and_stderr
 from zoo_protocols import baselines, read_runs
 from zoo_protocols.reference_matrix import HARNESS_COLUMNS, harness_reference_metrics

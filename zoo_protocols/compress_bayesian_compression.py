@@ -30,7 +30,7 @@ import torch
 from pyrozoo.compression import apply_masks
 from pyrozoo.compression.group_pruning import group_masks, resolve_thresholds, weight_masks
 from pyrozoo.compression.precision import bits_per_layer, compression_with_precision, exponent_bits, format_bits, round_to_bits
-from pyrozoo.models import BayesianNeuralNetwork, Categorical
+from pyrozoo.models import BayesianNeuralNetwork, CategoricalLikelihood
 from zoo_protocols.config import RunConfig
 from zoo_protocols.lenet import COMPRESSION_REGISTRY, CompressionResult
 from zoo_protocols.methods import MethodSpec, method
@@ -62,7 +62,7 @@ def build_bayesian_compression(train, config: RunConfig, epochs: int, spec: Meth
     pyro.clear_param_store()
     torch.manual_seed(config.seed)
     net = network_for(config, s["init"])
-    model = BayesianNeuralNetwork(net, spec.prior(s), Categorical(dataset_size=len(train[0])))
+    model = BayesianNeuralNetwork(net, spec.prior(s), CategoricalLikelihood(dataset_size=len(train[0])))
     guide = spec.guide(model, s)
     lr_schedule = linear_to_zero(epochs, float(s["lr_hold"]))
     # the protocol's KL warm-up (Molchanov et al.'s rw_linear) instead of a declared one

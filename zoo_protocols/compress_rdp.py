@@ -35,7 +35,7 @@ from pyrozoo import atomic
 from pyrozoo.compression import apply_masks
 from pyrozoo.compression.radial_directional import posterior_mean_weights, pruning_masks, pruning_statistics
 from pyrozoo.inference import evaluate
-from pyrozoo.models import BayesianNeuralNetwork, Categorical
+from pyrozoo.models import BayesianNeuralNetwork, CategoricalLikelihood
 from zoo_protocols.config import RunConfig, Settings
 from zoo_protocols.lenet import CompressionResult, register_compression_method
 from zoo_protocols.methods import method
@@ -78,7 +78,7 @@ def build_rdp(train, config: RunConfig, epochs: int):
     pyro.clear_param_store()
     torch.manual_seed(config.seed)
     net = network_for(config, "torch")
-    model = BayesianNeuralNetwork(net, SPEC.prior(s), Categorical(dataset_size=len(train[0])))
+    model = BayesianNeuralNetwork(net, SPEC.prior(s), CategoricalLikelihood(dataset_size=len(train[0])))
     guide = SPEC.guide(model, s)
     return model, guide, float(s["lr"]), SPEC.fit_arguments(s, epochs)
 

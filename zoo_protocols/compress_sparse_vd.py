@@ -13,7 +13,7 @@ of the log-uniform prior's.
 import pyro
 import torch
 
-from pyrozoo.models import BayesianNeuralNetwork, Categorical
+from pyrozoo.models import BayesianNeuralNetwork, CategoricalLikelihood
 from pyrozoo.models.dropout_priors import ARDPrior, LogUniformPrior
 from zoo_protocols.config import RunConfig
 from zoo_protocols.lenet import CompressionResult, register_compression_method
@@ -47,7 +47,7 @@ def build_sparse_vd(train, config: RunConfig, epochs: int):
     prior = s["prior"]
     if prior not in PRIORS:
         raise ValueError(f"unknown prior {prior!r} for sparse-vd; choose from {sorted(PRIORS)}")
-    model = BayesianNeuralNetwork(net, PRIORS[prior](), Categorical(dataset_size=len(train[0])))
+    model = BayesianNeuralNetwork(net, PRIORS[prior](), CategoricalLikelihood(dataset_size=len(train[0])))
     guide = SPEC.guide(model, s)
     hold = 0.5 if config.arch == "lenet300" else 0.0
     # the protocol's KL warm-up (Molchanov et al.'s rw_linear) instead of the declared one

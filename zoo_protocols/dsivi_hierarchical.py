@@ -22,7 +22,7 @@ from pyro.distributions.util import scale_and_mask
 from pyrozoo import atomic
 from pyrozoo.guides import MeanFieldNormalGuide, SemiImplicitGuide
 from pyrozoo.inference import ClosedFormKL_ELBO, DSIVI_ELBO, evaluate, fit
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Gaussian, NormalGammaPrior
+from pyrozoo.models import MLP, BayesianNeuralNetwork, GaussianLikelihood, NormalGammaPrior
 from pyrozoo.utils import rng_states_kept, set_seed
 from zoo_protocols.config import RunConfig
 from zoo_protocols.methods import method as declaration
@@ -42,7 +42,7 @@ def make_model(split, prior, args):
     """The protocol's BNN: an MLP with one hidden layer, ``prior`` on its parameters, a Gaussian
     likelihood whose noise precision has a ``Gamma(noise_shape, noise_rate)`` prior."""
     net = MLP(split.num_features, [args.hidden or split.n_hidden], 1)
-    likelihood = Gaussian(len(split.y_train), precision=dist.Gamma(args.noise_shape, args.noise_rate))
+    likelihood = GaussianLikelihood(len(split.y_train), precision=dist.Gamma(args.noise_shape, args.noise_rate))
     return BayesianNeuralNetwork(net, prior, likelihood)
 
 

@@ -23,7 +23,7 @@ import torch
 
 from pyrozoo.inference import evaluate, fit
 from pyrozoo.inference.sample_storage import InMemorySamples, SampleGuide
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical
+from pyrozoo.models import MLP, BayesianNeuralNetwork, CategoricalLikelihood
 from zoo_protocols.config import RunConfig
 from zoo_protocols.methods import MethodSpec, method, predicts_with_one_sample
 from zoo_protocols.mnist import MNIST_REGISTRY, MNISTData, shape
@@ -50,7 +50,7 @@ def _model(data: MNISTData, prior, config: RunConfig, s) -> BayesianNeuralNetwor
     torch.manual_seed(config.seed)
     features, classes = shape(data)
     net = MLP(features, list(s["hidden"]), classes).to(config.device, data.x_train.dtype)
-    return BayesianNeuralNetwork(net, prior, Categorical(len(data.y_train)))
+    return BayesianNeuralNetwork(net, prior, CategoricalLikelihood(len(data.y_train)))
 
 
 def _evaluate(model, guide, data: MNISTData, s, num_samples: int) -> dict:

@@ -137,8 +137,8 @@ from pyrozoo.models import (
     MLP,
     ARDPrior,
     BayesianNeuralNetwork,
-    Categorical,
-    Gaussian,
+    CategoricalLikelihood,
+    GaussianLikelihood,
     GroupHorseshoePrior,
     GroupNormalJeffreysPrior,
     LayerwiseNormalPrior,
@@ -332,9 +332,9 @@ class MatrixProblem:
             return _plain_model(self)
         n, d = len(self.data.y_train), self.data.num_features
         if self.kind == "classification":
-            out, likelihood = int(self.data.y_train.max()) + 1, Categorical(n)
+            out, likelihood = int(self.data.y_train.max()) + 1, CategoricalLikelihood(n)
         else:
-            out, likelihood = 1, Gaussian(n, precision=self.spec.noise_scale ** -2)
+            out, likelihood = 1, GaussianLikelihood(n, precision=self.spec.noise_scale ** -2)
         net = MLP(d, list(self.spec.hidden), out).double()
         return BayesianNeuralNetwork(net, PRIORS[prior_name](), likelihood)
 

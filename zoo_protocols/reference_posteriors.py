@@ -2,7 +2,7 @@
 and conjugate models whose posterior is exact (issue 22, section 1).
 
 Every problem is a pyrozoo model, ``BayesianNeuralNetwork(MLP(...), NormalPrior(s),
-Gaussian(N, precision=1/sigma^2) | Categorical(N))`` on a fixed training set
+GaussianLikelihood(N, precision=1/sigma^2) | CategoricalLikelihood(N))`` on a fixed training set
 (:func:`reference_model`), so any prior, guide and objective of the zoo can be run on *the same
 posterior* and scored against the stored reference (:func:`load_reference`). NUTS (Hoffman &
 Gelman 2014, Pyro's multinomial variant) runs on a hand-written potential over one flat
@@ -90,7 +90,7 @@ from torch import nn
 
 from pyrozoo import atomic
 from pyrozoo.data import UCIDataset, load_mnist
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical, Gaussian, NormalPrior
+from pyrozoo.models import MLP, BayesianNeuralNetwork, CategoricalLikelihood, GaussianLikelihood, NormalPrior
 from zoo_protocols.cli import DEFAULT_RESULTS_DIR, settings_digest
 from zoo_protocols.paths import resolve_data_dir
 
@@ -281,9 +281,9 @@ def reference_model(problem, data_dir: Optional[PathLike] = None, data: Optional
         return nig_linear_model(a0, b0, v0), (data.x_train, data.y_train)
     n = len(data.y_train)
     if spec.kind == "classification":
-        out, likelihood = int(data.y_train.max()) + 1, Categorical(n)
+        out, likelihood = int(data.y_train.max()) + 1, CategoricalLikelihood(n)
     else:
-        out, likelihood = 1, Gaussian(n, precision=spec.noise_scale ** -2)
+        out, likelihood = 1, GaussianLikelihood(n, precision=spec.noise_scale ** -2)
     net = MLP(data.num_features, list(spec.hidden), out).double()
     return BayesianNeuralNetwork(net, NormalPrior(spec.prior_scale), likelihood), (data.x_train, data.y_train)
 
@@ -321,11 +321,11 @@ class FlatPotential:
             raise TypeError("FlatPotential needs an MLP of Linear layers and ReLUs")
         if not isinstance(prior, NormalPrior) or model.deterministic_parameter_names:
             raise TypeError("FlatPotential needs a NormalPrior on every parameter of the network")
-        if isinstance(likelihood, Gaussian):
+        if isinstance(likelihood, GaussianLikelihood):
             if likelihood.precision is None:
                 raise TypeError("FlatPotential needs a Gaussian likelihood with a fixed precision")
             self.precision = likelihood.precision
-        elif not isinstance(likelihood, Categorical):
+        elif not isinstance(likelihood, CategoricalLikelihood):
             raise TypeError(f"FlatPotential supports Gaussian and Categorical likelihoods, got {type(likelihood).__name__}")
         else:
             self.precision = None

@@ -17,7 +17,7 @@ from pyrozoo.data.cifar import MEAN, STD
 from pyrozoo.inference.pruning import MagnitudePruning, layer_sparsity_for_overall, sparsity_of
 from pyrozoo.inference.sgmcmc import model_output
 from pyrozoo.inference.step_sizes import Geometric, PiecewiseConstant
-from pyrozoo.models import BayesianNeuralNetwork, Categorical, ResNet20
+from pyrozoo.models import BayesianNeuralNetwork, CategoricalLikelihood, ResNet20
 from pyrozoo.serialization import load_state, save_state
 from pyrozoo.utils import set_seed
 from zoo_protocols.config import RunConfig
@@ -98,7 +98,7 @@ def pretrain(data, args, device, run_dir):
     spec = declaration("sghmc")
     s = RunConfig().settings({"prior_scale": args.gaussian_scale, "momentum": 0.9}, spec.defaults)
     net = ResNet20(num_classes=args.num_classes).to(device)
-    model = BayesianNeuralNetwork(net, spec.prior(s), Categorical(len(x)))
+    model = BayesianNeuralNetwork(net, spec.prior(s), CategoricalLikelihood(len(x)))
     batches = AugmentedBatches(x, y, batch_size=args.batch_size, seed=args.seed, normalisation=args.normalisation)
     sampler = spec.sampler(model, s, lr_schedule(args.pretrain_lr, args.pretrain_epochs, len(batches)), inverse_temperature=args.pretrain_tau)
     sampler.run(batches, epochs=args.pretrain_epochs, seed=args.seed, checkpoint=run_dir / "pretrain_checkpoint.pt", progress=not args.no_progress)
@@ -133,7 +133,7 @@ def finetune(method, pretrained, data, args, device, run_dir):
     spec = declaration(name)
     sparse = [n for n, _ in net.named_parameters() if "conv" in n and n != "conv1.weight"]
     s = RunConfig().settings(protocol_settings(args, sparse), spec.defaults)
-    model = BayesianNeuralNetwork(net, spec.prior(s), Categorical(len(x)))
+    model = BayesianNeuralNetwork(net, spec.prior(s), CategoricalLikelihood(len(x)))
     adaptations = spec.adaptations(model, s)
     batches = AugmentedBatches(x, y, batch_size=args.batch_size, seed=args.seed, normalisation=args.normalisation)
     steps_per_epoch = len(batches)

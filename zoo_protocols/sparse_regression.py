@@ -14,7 +14,7 @@ from torch import nn
 
 from pyrozoo.inference.posterior_averaging import StepSizeWeightedAverage
 from pyrozoo.inference.step_sizes import PolynomialDecay
-from pyrozoo.models import BayesianNeuralNetwork, Gaussian
+from pyrozoo.models import BayesianNeuralNetwork, GaussianLikelihood
 from pyrozoo.utils import set_seed
 from zoo_protocols.config import RunConfig
 from zoo_protocols.methods import method as declaration
@@ -96,7 +96,7 @@ def build(method: str, v0: float, sigma: float, p: int, n: int, device, dtype, u
     s = RunConfig().settings(protocol_settings(v0, sigma, p, update_delta, sa_step_size, delta_prior), spec.defaults)
     # SA and EM tie the noise precision to 1/sigma^2; the plain sampler keeps sigma frozen
     precision = 1.0 / sigma**2 if method == "sgld" else dist.Gamma(0.5, 0.5)
-    model = BayesianNeuralNetwork(net, spec.prior(s), Gaussian(n, precision=precision))
+    model = BayesianNeuralNetwork(net, spec.prior(s), GaussianLikelihood(n, precision=precision))
     return model, spec.adaptations(model, s), spec, s
 
 

@@ -21,7 +21,7 @@ import pyro.distributions as dist
 from pyrozoo.data import UCI_DATASETS, UCISplit
 from pyrozoo.inference import fit
 from pyrozoo.inference.diagnostics import collect_events, run_status
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Gaussian
+from pyrozoo.models import MLP, BayesianNeuralNetwork, GaussianLikelihood
 from pyrozoo.reporting import mean_and_stderr
 from pyrozoo.utils import set_seed
 from zoo_protocols.config import RunConfig
@@ -45,7 +45,7 @@ def uci_model(split: UCISplit, prior, precision_prior, config: RunConfig, n_hidd
     ``Gamma(*precision_prior)`` prior."""
     a, b = precision_prior
     net = MLP(split.num_features, [n_hidden or split.n_hidden], 1).to(config.device, config.dtype)
-    likelihood = Gaussian(len(split.y_train), precision=dist.Gamma(float(a), float(b)))
+    likelihood = GaussianLikelihood(len(split.y_train), precision=dist.Gamma(float(a), float(b)))
     return BayesianNeuralNetwork(net, prior, likelihood)
 
 

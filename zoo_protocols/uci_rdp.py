@@ -30,7 +30,7 @@ import torch
 from pyrozoo.data import UCISplit
 from pyrozoo.guides.base import param_key
 from pyrozoo.inference import default_optimizer, evaluate
-from pyrozoo.models import Gaussian
+from pyrozoo.models import GaussianLikelihood
 from zoo_protocols.config import RunConfig, Settings
 from zoo_protocols.methods import method
 from zoo_protocols.uci import fit_split, register_uci_method, uci_model
@@ -87,7 +87,7 @@ def optimizer_factory(guide, lr: float, noise_factor: float):
     which at one learning rate would take longer than the whole run."""
 
     def make(params):
-        key = param_key(Gaussian.PRECISION_SITE)
+        key = param_key(GaussianLikelihood.PRECISION_SITE)
         noise = {id(p) for d in (guide.locs, guide.log_scales) if key in d for p in [d[key]]}
         groups = [{"params": [p for p in params if id(p) not in noise], "lr": lr}]
         if noise and noise_factor != 1.0:

@@ -25,7 +25,8 @@ import pyro
 import torch
 
 from pyrozoo import atomic
-from pyrozoo.inference import collect_parameters, default_optimizer, fit, training_step
+from pyrozoo.inference import collect_parameters, default_optimizer, fit
+from pyrozoo.inference.training import training_step
 from pyrozoo.models import MLP, VAE, AmortizedNormalGuide, GaussianEncoder
 from pyrozoo.utils import set_seed
 from zoo_protocols.binarized_mnist import DynamicallyBinarized

@@ -16,7 +16,7 @@ from torch.distributions import kl_divergence
 from pyrozoo.data import check_input_shape
 from pyrozoo.guides.variational_dropout import PARAMETERIZATIONS
 from pyrozoo.inference import evaluate, fit
-from pyrozoo.models import BayesianNeuralNetwork, Categorical, LeNet5BatchNorm
+from pyrozoo.models import BayesianNeuralNetwork, CategoricalLikelihood, LeNet5BatchNorm
 from pyrozoo.utils import evaluation_mode, set_seed
 from zoo_protocols.config import RunConfig
 from zoo_protocols.lenet import ARCHITECTURES as LENET_ARCHITECTURES
@@ -127,7 +127,7 @@ def train_variational_dropout(
     pyro.clear_param_store()
     torch.manual_seed(seed)
     net = make_variance_network(arch, input_shape, num_classes)
-    model = BayesianNeuralNetwork(net, spec.prior(s), Categorical(dataset_size=len(train[0])))
+    model = BayesianNeuralNetwork(net, spec.prior(s), CategoricalLikelihood(dataset_size=len(train[0])))
     guide = spec.guide(model, s)
     trajectory: List[dict] = []
 

@@ -8,7 +8,7 @@
 Each is a :class:`Baseline`: network outputs under posterior draws and a likelihood of
 :mod:`pyrozoo.models`, which give the predictive, the metrics of
 :func:`pyrozoo.inference.evaluate` (with its calibration records) and the aleatoric /
-epistemic split of :mod:`pyrozoo.inference.uncertainty`. The plain networks are trained by
+epistemic split of :mod:`pyrozoo.inference.uncertainty_decomposition`. The plain networks are trained by
 :func:`train_map`, the objective the zoo's MAP minimises.
 
 ``laplace-torch`` and ``ivon-opt`` are optional (the ``baselines`` extra; ``scripts/setup.sh``

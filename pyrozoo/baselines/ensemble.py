@@ -12,7 +12,7 @@ Each member is fitted by :func:`~pyrozoo.baselines.training.train_map`: maximum 
 (``prior_scale=None``, as in the paper) or, by default, MAP under the zoo's ``N(0, 1)``
 weight prior. For regression each member learns its own noise precision ``tau_m`` as the
 zoo's UCI protocol does (a homoscedastic Gaussian with a ``Gamma`` prior on the precision),
-so the mixture is scored by the same :class:`~pyrozoo.models.Gaussian` likelihood; the
+so the mixture is scored by the same :class:`~pyrozoo.models.GaussianLikelihood` likelihood; the
 members' spread is the epistemic part of the uncertainty, their noise the aleatoric part.
 (The paper's heteroscedastic variance head and adversarial training are not used.)
 """
@@ -34,9 +34,9 @@ class DeepEnsemble(Baseline):
 
     :param make_net: ``() -> nn.Module``, called once per member after seeding torch's
         generator with ``seed + m`` (so members differ in their initialisation).
-    :param likelihood: a :class:`~pyrozoo.models.Gaussian` (a precision prior: each member
+    :param likelihood: a :class:`~pyrozoo.models.GaussianLikelihood` (a precision prior: each member
         learns its noise precision; a fixed precision: all share it) or a
-        :class:`~pyrozoo.models.Categorical`.
+        :class:`~pyrozoo.models.CategoricalLikelihood`.
     :param num_members: ``M`` (5 in the paper).
     """
 

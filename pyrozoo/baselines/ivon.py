@@ -39,7 +39,7 @@ class IVONBaseline(Baseline):
     """A network trained by the IVON optimizer and predicted with its posterior's samples.
 
     :param net: the network (its parameters are the posterior mean, trained in place).
-    :param likelihood: :class:`~pyrozoo.models.Gaussian` or :class:`~pyrozoo.models.Categorical`.
+    :param likelihood: :class:`~pyrozoo.models.GaussianLikelihood` or :class:`~pyrozoo.models.CategoricalLikelihood`.
     :param prior_scale: ``s`` of the ``N(0, s^2)`` weight prior (``weight_decay = 1 / (s^2 N)``),
         unless ``weight_decay`` is given.
     :param hess_init: IVON's initial Hessian ``h_0`` (the initial posterior variance is

@@ -31,7 +31,7 @@ from torch import nn
 
 from pyrozoo.baselines.predictive import Baseline, check_likelihood
 from pyrozoo.baselines.training import NoisePrecision
-from pyrozoo.models.likelihoods import Categorical, Likelihood
+from pyrozoo.models.likelihoods import CategoricalLikelihood, Likelihood
 
 __all__ = ["LaplaceBaseline", "require_laplace", "SUBSETS", "HESSIANS"]
 
@@ -61,7 +61,7 @@ class LaplaceBaseline(Baseline):
     :param net: the network at its MAP weights (e.g. fitted by
         :func:`~pyrozoo.baselines.training.train_map`); laplace-torch reads and, for
         ``pred_type="nn"``, temporarily overwrites its parameters.
-    :param likelihood: :class:`~pyrozoo.models.Gaussian` or :class:`~pyrozoo.models.Categorical`.
+    :param likelihood: :class:`~pyrozoo.models.GaussianLikelihood` or :class:`~pyrozoo.models.CategoricalLikelihood`.
     :param noise: the MAP fit's :class:`~pyrozoo.baselines.training.NoisePrecision` (regression
         with a precision prior); otherwise the likelihood's fixed precision is the noise.
     :param subset: ``"last_layer"`` or ``"all"`` weights.
@@ -107,7 +107,7 @@ class LaplaceBaseline(Baseline):
         self.la = None
 
     def _sigma_noise(self) -> float:
-        if isinstance(self.likelihood, Categorical):
+        if isinstance(self.likelihood, CategoricalLikelihood):
             return 1.0
         latents = self.noise.latents()
         precision = float(latents["precision"].detach()) if latents else self.likelihood.precision
@@ -120,7 +120,7 @@ class LaplaceBaseline(Baseline):
         laplace = require_laplace()
         from laplace.curvature import BackPackGGN, CurvlinopsGGN
 
-        regression = not isinstance(self.likelihood, Categorical)
+        regression = not isinstance(self.likelihood, CategoricalLikelihood)
         if regression:
             y = y.reshape(len(y), -1)  # laplace-torch wants targets shaped like the outputs, (n, outputs)
         loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=int(batch_size))

@@ -17,15 +17,15 @@ import torch
 
 from pyrozoo.data.validation import check_finite, check_nonempty
 from pyrozoo.inference.prediction import evaluate_outputs
-from pyrozoo.inference.uncertainty import classification_uncertainty, regression_uncertainty
-from pyrozoo.models.likelihoods import Categorical, Gaussian, Likelihood, PosteriorPredictive
+from pyrozoo.inference.uncertainty_decomposition import classification_uncertainty, regression_uncertainty
+from pyrozoo.models.likelihoods import CategoricalLikelihood, GaussianLikelihood, Likelihood, PosteriorPredictive
 
 __all__ = ["Baseline", "check_likelihood"]
 
 
 def check_likelihood(likelihood) -> Likelihood:
-    """``likelihood`` if it is a :class:`~pyrozoo.models.Gaussian` or :class:`~pyrozoo.models.Categorical`, else a clear error."""
-    if not isinstance(likelihood, (Gaussian, Categorical)):
+    """``likelihood`` if it is a :class:`~pyrozoo.models.GaussianLikelihood` or :class:`~pyrozoo.models.CategoricalLikelihood`, else a clear error."""
+    if not isinstance(likelihood, (GaussianLikelihood, CategoricalLikelihood)):
         raise TypeError(
             f"baselines support a Gaussian (regression) or Categorical (classification) likelihood from pyrozoo.models, got {type(likelihood).__name__}"
         )
@@ -36,9 +36,9 @@ class Baseline:
     """A posterior predictive from outside Pyro. Subclasses set :attr:`likelihood` and implement
     :meth:`sample_outputs`; the rest is shared.
 
-    :ivar likelihood: the observation model (:class:`~pyrozoo.models.Gaussian` with a fixed
+    :ivar likelihood: the observation model (:class:`~pyrozoo.models.GaussianLikelihood` with a fixed
         precision or a precision prior, whose draws :meth:`sample_outputs` returns, or
-        :class:`~pyrozoo.models.Categorical`).
+        :class:`~pyrozoo.models.CategoricalLikelihood`).
     """
 
     likelihood: Likelihood
@@ -80,7 +80,7 @@ class Baseline:
         """Total, aleatoric and epistemic uncertainty per example, as :func:`pyrozoo.inference.uncertainty`
         splits it: entropies in nats (classifier) or variances in the output's units (regression)."""
         f, latents = self._draws("uncertainty", x, num_samples)
-        if isinstance(self.likelihood, Categorical):
+        if isinstance(self.likelihood, CategoricalLikelihood):
             return classification_uncertainty(f, logits=True)
         if "precision" in latents:
             noise = 1.0 / latents["precision"].reshape(f.shape[0]).to(f.dtype)

@@ -22,14 +22,14 @@ from torch import nn
 
 from pyrozoo.data.batching import TensorBatches
 from pyrozoo.distributions.util import distribution_to
-from pyrozoo.models.likelihoods import Gaussian, Likelihood
+from pyrozoo.models.likelihoods import GaussianLikelihood, Likelihood
 
 __all__ = ["NoisePrecision", "negative_log_likelihood", "negative_log_joint", "run_epochs", "train_map"]
 
 
 class NoisePrecision(nn.Module):
     """The likelihood's latent variables as point estimates: for a
-    :class:`~pyrozoo.models.Gaussian` with a precision prior, the noise precision ``tau``
+    :class:`~pyrozoo.models.GaussianLikelihood` with a precision prior, the noise precision ``tau``
     (a learned ``log tau``, started at the prior mean); nothing for a fixed precision or a
     classifier.
 
@@ -40,7 +40,7 @@ class NoisePrecision(nn.Module):
 
     def __init__(self, likelihood: Likelihood):
         super().__init__()
-        self.prior = likelihood.precision_prior if isinstance(likelihood, Gaussian) else None
+        self.prior = likelihood.precision_prior if isinstance(likelihood, GaussianLikelihood) else None
         if self.prior is not None:
             self.log_precision = nn.Parameter(torch.log(torch.as_tensor(float(self.prior.mean))))
         else:

@@ -37,7 +37,7 @@ class MeanFieldNormalGuide(SitewiseGuide):
 
     Example::
 
-        model = BayesianNeuralNetwork(net, NormalPrior(1.0), Categorical(dataset_size=60000))
+        model = BayesianNeuralNetwork(net, NormalPrior(1.0), CategoricalLikelihood(dataset_size=60000))
         guide = MeanFieldNormalGuide(model, init_scale=1e-3)
         svi = pyro.infer.SVI(model, guide, pyro.optim.Adam({"lr": 1e-3}), ClosedFormKL_ELBO())
     """

@@ -5,8 +5,7 @@ prediction (with the aleatoric/epistemic split of its uncertainty), and stochast
 from pyrozoo.inference.elbo import ClosedFormKL_ELBO
 from pyrozoo.inference.prediction import evaluate, posterior_samples, predict
 from pyrozoo.inference.schedules import BlundellKLReweighting, ConstantKL, KLSchedule, LinearKLWarmup
-from pyrozoo.inference.loop import EpochLoop
-from pyrozoo.inference.training import collect_parameters, default_optimizer, fit, training_step
+from pyrozoo.inference.training import collect_parameters, default_optimizer, fit
 from pyrozoo.inference.dsivi import DSIVI_ELBO, SIVI_ELBO
 from pyrozoo.inference.importance_weighted import ImportanceWeighted_ELBO, RenyiELBO, weight_diagnostics
 from pyrozoo.inference.rws import ReweightedWakeSleep
@@ -18,7 +17,7 @@ from pyrozoo.inference.mcmc_kernel import SGMCMCKernel
 from pyrozoo.inference.pruning import MagnitudePruning
 from pyrozoo.inference.posterior_averaging import StepSizeWeightedAverage, ensemble_probs
 from pyrozoo.inference.sample_storage import DiskSamples, InMemorySamples, SampleGuide
-from pyrozoo.inference.uncertainty import classification_uncertainty, regression_uncertainty, uncertainty
+from pyrozoo.inference.uncertainty_decomposition import classification_uncertainty, regression_uncertainty, uncertainty
 from pyrozoo.inference.trace_checks import PriorDrawnSiteWarning
 from pyrozoo.inference.diagnostics import DivergenceError, DivergenceWarning, PriorCollapseWarning, RunWarning, SpikeOnlyWarning, WeightCollapseWarning, collect_events
 from pyrozoo.utils import deprecated_aliases
@@ -38,10 +37,8 @@ __all__ = [
     "LinearKLWarmup",
     "BlundellKLReweighting",
     "fit",
-    "training_step",
     "default_optimizer",
     "collect_parameters",
-    "EpochLoop",
     "predict",
     "posterior_samples",
     "evaluate",

@@ -27,7 +27,7 @@ that needs independent sites (the ``K``-particle bounds) checks :func:`independe
 otherwise takes the trace-based path.
 
 Which effect handlers are active around the call is the other half of the decision (a
-direct evaluation bypasses them); :func:`pyrozoo.poutine.active_handlers` answers it.
+direct evaluation bypasses them); :func:`pyrozoo.poutine.stack.active_handlers` answers it.
 """
 
 from typing import Callable, Collection, Dict, List, Optional, Protocol, Sequence, Tuple, Union, runtime_checkable
@@ -108,7 +108,7 @@ def direct_arguments(model, guide, args, kwargs) -> Optional[Tuple[Collection[st
     can be evaluated without Pyro traces, else ``None``: the model and guide implement
     :class:`DirectModel` and :class:`DirectGuide`, the guide declares its sites for this model,
     and the call observes targets. (Which handlers may be active is for each caller to
-    decide, with :func:`pyrozoo.poutine.active_handlers`.)"""
+    decide, with :func:`pyrozoo.poutine.stack.active_handlers`.)"""
     split_args = getattr(model, "split_args", None)
     direct_sites = getattr(guide, "direct_sites", None)
     if split_args is None or direct_sites is None or not _has_methods(model, _MODEL_METHODS) or getattr(guide, "posterior", None) is None:

@@ -69,7 +69,7 @@ class DSIVI_ELBO(ClosedFormKL_ELBO):
     Example (a BNN whose weight prior is the marginal of a Normal-Gamma hierarchy, with a
     hypernetwork posterior)::
 
-        model = BayesianNeuralNetwork(net, NormalGammaPrior(1.0, 1.0, form="marginal"), Gaussian(N))
+        model = BayesianNeuralNetwork(net, NormalGammaPrior(1.0, 1.0, form="marginal"), GaussianLikelihood(N))
         guide = SemiImplicitGuide(model, num_mixing=16)
         fit(model, guide, (x, y), epochs=100, objective=DSIVI_ELBO(K1=16, K2=16))
         tight = -DSIVI_ELBO(1000, 1000, num_particles=100).loss(model, guide, x, y)

@@ -16,7 +16,7 @@ from pyro.poutine.util import site_is_subsample
 
 from pyrozoo import metrics
 from pyrozoo.data.validation import check_finite, check_nonempty, check_positive_finite
-from pyrozoo.models.likelihoods import Categorical, Gaussian, PosteriorPredictive
+from pyrozoo.models.likelihoods import CategoricalLikelihood, GaussianLikelihood, PosteriorPredictive
 from pyrozoo.distributions.util import innermost
 from pyrozoo.inference.site_predictive import init_to_sample_or_network, side_effect_free
 
@@ -176,7 +176,7 @@ def _likelihood_latents(model, samples, x) -> dict:
 def evaluate(model, guide, x: torch.Tensor, y: torch.Tensor, num_samples: int = 100, batch_size: Optional[int] = None, y_scale: float = 1.0, y_shift: float = 0.0, *, samples: Optional[Dict[str, torch.Tensor]] = None, obs=None) -> Dict[str, float]:
     """Test metrics from ``num_samples`` posterior draws.
 
-    Regression (:class:`~pyrozoo.models.Gaussian`): ``rmse`` and ``test_ll`` (mean per
+    Regression (:class:`~pyrozoo.models.GaussianLikelihood`): ``rmse`` and ``test_ll`` (mean per
     example of ``log (1/S) sum_s N(y | f_s, 1/tau_s)``), in original units when the targets
     were standardised as ``(y - y_shift) / y_scale``. Classification: ``accuracy``,
     ``error`` (percent), ``test_ll`` and ``ece``. ``samples``: fixed latent values instead
@@ -207,7 +207,7 @@ def evaluate(model, guide, x: torch.Tensor, y: torch.Tensor, num_samples: int = 
         return site_metrics(sites, y_scale, y_shift)
     likelihood = model.likelihood
     output = check_posterior_matches_model(model, guide, x, samples=samples)
-    if isinstance(likelihood, Categorical) and torch.is_tensor(output) and output.dim() >= 1:
+    if isinstance(likelihood, CategoricalLikelihood) and torch.is_tensor(output) and output.dim() >= 1:
         likelihood.check_labels(y, output.shape[-1])
     draws = _posterior_samples(model, guide, x, num_samples, batch_size, samples)
 
@@ -227,7 +227,7 @@ def evaluate_outputs(likelihood, f: torch.Tensor, y: torch.Tensor, latents: Opti
     at other inputs."""
     latents = latents or {}
     log_pred = likelihood.log_predictive(f, y, latents)
-    if isinstance(likelihood, Gaussian):
+    if isinstance(likelihood, GaussianLikelihood):
         mean = likelihood.aggregate(f, latents).mean
         y_col = likelihood.check_obs(mean, y)
         if _RECORDERS:
@@ -237,7 +237,7 @@ def evaluate_outputs(likelihood, f: torch.Tensor, y: torch.Tensor, latents: Opti
             # the Jacobian of the standardisation, once per scalar target of an example
             "test_ll": float(log_pred.mean()) - math.log(float(y_scale)) * math.prod(y_col.shape[1:]),
         }
-    if isinstance(likelihood, Categorical):
+    if isinstance(likelihood, CategoricalLikelihood):
         probs = likelihood.aggregate(f, latents).mean
         acc = metrics.accuracy(probs, y)
         if _RECORDERS:
@@ -332,13 +332,13 @@ def _fits(value_shape: torch.Size, site) -> bool:
 
 
 def check_training_labels(model, x: torch.Tensor, y: torch.Tensor) -> None:
-    """For a classification model (a :class:`~pyrozoo.models.Categorical` likelihood): raises
+    """For a classification model (a :class:`~pyrozoo.models.CategoricalLikelihood` likelihood): raises
     unless ``y`` are labels in ``[0, K - 1]``, ``K`` the width of the network output on
     ``x[:2]`` (one run of the model that leaves the random streams and modules as they were).
     Once per data set: an out-of-range label would otherwise fail inside a step, as an
     index error (a device-side assert on CUDA) or a support error under validation."""
     likelihood = getattr(model, "likelihood", None)
-    if not isinstance(likelihood, Categorical):
+    if not isinstance(likelihood, CategoricalLikelihood):
         return
     with side_effect_free(model), torch.no_grad():
         output = InitMessenger(init_to_sample_or_network)(model)(x[:2])  # (improper priors are not drawn from)

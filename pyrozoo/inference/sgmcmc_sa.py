@@ -43,7 +43,7 @@ from pyrozoo.distributions.ssgl_expectation import SSGLExpectedLogDensity
 from pyrozoo.inference.diagnostics import SPIKE_ONLY_INCLUSION, SPIKE_ONLY_RATE, SpikeOnlyWarning, spike_only
 from pyrozoo.inference.sgmcmc import Adaptation
 from pyrozoo.inference.step_sizes import ScheduleLike, as_schedule, checked_value
-from pyrozoo.models.likelihoods import Gaussian
+from pyrozoo.models.likelihoods import GaussianLikelihood
 from pyrozoo.models.spike_and_slab import SpikeAndSlabPrior
 
 _LOG_2 = math.log(2.0)
@@ -152,7 +152,7 @@ class StochasticApproximation(Adaptation):
         if self.noise_site is not None:
             return self.noise_site
         likelihood = getattr(model, "likelihood", None)
-        if isinstance(likelihood, Gaussian) and likelihood.precision_prior is not None:
+        if isinstance(likelihood, GaussianLikelihood) and likelihood.precision_prior is not None:
             return likelihood.PRECISION_SITE
         return None
 

@@ -3,7 +3,7 @@ parameters), likelihoods, and :class:`BayesianNeuralNetwork`, which combines the
 
 from pyrozoo.models.architectures import MLP, LeNet5, LeNet5BatchNorm, LeNet300100
 from pyrozoo.models.bnn import BayesianNeuralNetwork
-from pyrozoo.models.likelihoods import Categorical, Gaussian, Likelihood, PosteriorPredictive
+from pyrozoo.models.likelihoods import CategoricalLikelihood, GaussianLikelihood, Likelihood, PosteriorPredictive
 from pyrozoo.models.priors import (
     FunctionPrior,
     IIDPrior,
@@ -13,6 +13,7 @@ from pyrozoo.models.priors import (
     ScaleMixturePrior,
 )
 from pyrozoo.models.selection import ParameterSelector
+from pyrozoo.utils import deprecated_aliases
 from pyrozoo.models.vae import (
     VAE,
     AggregatedPosteriorPrior,
@@ -38,8 +39,8 @@ __all__ = [
     "FunctionPrior",
     "ParameterSelector",
     "Likelihood",
-    "Gaussian",
-    "Categorical",
+    "GaussianLikelihood",
+    "CategoricalLikelihood",
     "PosteriorPredictive",
     "MLP",
     "LeNet300100",
@@ -63,3 +64,6 @@ __all__ = [
     "GroupHorseshoePrior",
     "RadialDirectionalPrior",
 ]
+
+# the likelihoods' former names, which shadowed pyro.distributions.Categorical (issue 43)
+__getattr__ = deprecated_aliases("pyrozoo.models", {"Gaussian": lambda: GaussianLikelihood, "Categorical": lambda: CategoricalLikelihood})

@@ -17,6 +17,7 @@ import torch
 
 from pyrozoo.data.validation import check_class_labels
 from pyrozoo.distributions.util import distribution_to
+from pyrozoo.utils import deprecated_aliases
 
 
 @dataclass
@@ -138,7 +139,7 @@ def _is_nonnegative(support) -> bool:
     return support.event_dim == 0 and isinstance(lower, (int, float)) and lower >= 0
 
 
-class Gaussian(Likelihood):
+class GaussianLikelihood(Likelihood):
     """Homoscedastic Gaussian regression, ``y ~ N(f(x), 1/precision)``.
 
     :param precision: the noise precision: a positive float (fixed), or a distribution with
@@ -228,7 +229,7 @@ class Gaussian(Likelihood):
         return dist.Normal(prediction_samples, noise_var.sqrt().reshape(shape)).cdf(obs.unsqueeze(0)).mean(0)
 
 
-class Categorical(Likelihood):
+class CategoricalLikelihood(Likelihood):
     """Classification: ``y ~ Categorical(logits=f(x))``; targets are integer class labels."""
 
     def check_obs(self, predictions, obs):
@@ -266,3 +267,5 @@ class Categorical(Likelihood):
         logp = prediction_samples.log_softmax(-1)
         lp = logp.gather(-1, obs.unsqueeze(0).expand(S, *obs.shape).unsqueeze(-1)).squeeze(-1)
         return torch.logsumexp(lp, 0) - math.log(S)
+
+__getattr__ = deprecated_aliases("pyrozoo.models.likelihoods", {"Gaussian": lambda: GaussianLikelihood, "Categorical": lambda: CategoricalLikelihood})

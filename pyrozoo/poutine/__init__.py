@@ -1,8 +1,7 @@
 """Effect handlers: variance reduction (local reparameterization, flipout), objective scaling and
 subsampling a model's plates from outside it."""
 
-from pyrozoo.poutine.latent_scale import LatentScaleMessenger, latent_scale
-from pyrozoo.poutine.stack import ActiveHandlers, active_handlers
+from pyrozoo.poutine.latent_scale_messenger import LatentScaleMessenger, latent_scale
 from pyrozoo.poutine.subsample import PlateScaleMessenger, SubsampleIndicesMessenger, plate_scale, subsample_indices
 from pyrozoo.poutine.weight_noise import (
     FlipoutMessenger,
@@ -34,6 +33,4 @@ __all__ = [
     "subsample_indices",
     "PlateScaleMessenger",
     "plate_scale",
-    "ActiveHandlers",
-    "active_handlers",
 ]

@@ -17,7 +17,7 @@ import torch
 from pyro.infer.autoguide.initialization import InitMessenger
 from pyro.poutine.runtime import _PYRO_STACK
 
-from pyrozoo.poutine.latent_scale import LatentScaleMessenger
+from pyrozoo.poutine.latent_scale_messenger import LatentScaleMessenger
 from pyrozoo.poutine.weight_noise import WeightNoiseMessenger
 
 

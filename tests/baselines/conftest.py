@@ -6,7 +6,7 @@ import pyro.distributions as dist
 import pytest
 import torch
 
-from pyrozoo.models import Categorical, Gaussian
+from pyrozoo.models import CategoricalLikelihood, GaussianLikelihood
 
 
 def two_clusters(n: int = 40, seed: int = 0, noise_std: float = 0.1):
@@ -21,15 +21,15 @@ def two_clusters(n: int = 40, seed: int = 0, noise_std: float = 0.1):
 
 #: the likelihoods the baselines support: (name, factory of n, output width, targets of n)
 LIKELIHOOD_CASES = [
-    pytest.param(lambda n: Gaussian(n, precision=dist.Gamma(6.0, 6.0)), 1, id="gaussian-learned-noise"),
-    pytest.param(lambda n: Gaussian(n, precision=4.0), 1, id="gaussian-fixed-noise"),
-    pytest.param(lambda n: Categorical(n), 3, id="categorical"),
+    pytest.param(lambda n: GaussianLikelihood(n, precision=dist.Gamma(6.0, 6.0)), 1, id="gaussian-learned-noise"),
+    pytest.param(lambda n: GaussianLikelihood(n, precision=4.0), 1, id="gaussian-fixed-noise"),
+    pytest.param(lambda n: CategoricalLikelihood(n), 3, id="categorical"),
 ]
 
 
 def targets_for(likelihood, x: torch.Tensor, seed: int = 0) -> torch.Tensor:
     """Targets of the likelihood's kind for inputs ``x``: reals, or labels 0..2 by the first feature's tercile."""
-    if isinstance(likelihood, Categorical):
+    if isinstance(likelihood, CategoricalLikelihood):
         return torch.bucketize(x[:, 0], torch.quantile(x[:, 0], torch.tensor([1 / 3, 2 / 3]))).long()
     g = torch.Generator().manual_seed(seed)
     return torch.sin(2 * x[:, 0]) + 0.1 * torch.randn(len(x), generator=g)

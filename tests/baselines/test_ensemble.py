@@ -10,7 +10,7 @@ from torch import nn
 from pyrozoo.baselines import DeepEnsemble
 from pyrozoo.baselines.training import NoisePrecision
 from pyrozoo.inference.prediction import record_predictive
-from pyrozoo.models import MLP, Categorical, Gaussian
+from pyrozoo.models import MLP, CategoricalLikelihood, GaussianLikelihood
 from tests.baselines.conftest import LIKELIHOOD_CASES, targets_for
 
 
@@ -35,7 +35,7 @@ X = torch.tensor([[-1.0, 0.0], [0.0, 5.0], [2.0, -3.0]])
 
 
 def test_identical_members_have_no_epistemic_variance():
-    likelihood = Gaussian(10, precision=dist.Gamma(2.0, 2.0))
+    likelihood = GaussianLikelihood(10, precision=dist.Gamma(2.0, 2.0))
     ensemble = DeepEnsemble.from_members([_linear(0.7, 0.2) for _ in range(4)], likelihood, [_noise(likelihood, 4.0) for _ in range(4)])
     split = ensemble.uncertainty(X)
     assert torch.equal(split["epistemic"], torch.zeros(3, 1))
@@ -44,7 +44,7 @@ def test_identical_members_have_no_epistemic_variance():
 
 
 def test_epistemic_variance_is_the_members_spread_and_aleatoric_their_mean_noise():
-    likelihood = Gaussian(10, precision=dist.Gamma(2.0, 2.0))
+    likelihood = GaussianLikelihood(10, precision=dist.Gamma(2.0, 2.0))
     weights, biases, precisions = [1.0, -0.5, 2.0], [0.0, 1.0, -1.0], [1.0, 4.0, 0.5]
     ensemble = DeepEnsemble.from_members([_linear(w, b) for w, b in zip(weights, biases)], likelihood, [_noise(likelihood, p) for p in precisions])
     outputs = torch.tensor([[w * x + b for w, b in zip(weights, biases)] for x in X[:, 0].tolist()])  # (n, M)
@@ -67,7 +67,7 @@ def test_epistemic_variance_is_the_members_spread_and_aleatoric_their_mean_noise
 
 def test_classifier_members_that_agree_or_disagree():
     """Two members certain of different classes: the mutual information is log 2; the same member twice: 0."""
-    likelihood = Categorical(10)
+    likelihood = CategoricalLikelihood(10)
     certain = [_linear(0.0, 0.0, 2), _linear(0.0, 0.0, 2)]
     with torch.no_grad():
         certain[0].bias.copy_(torch.tensor([30.0, -30.0]))
@@ -98,8 +98,8 @@ def test_fit_trains_independently_initialised_members(make_likelihood, width):
 
 def test_an_untrained_ensemble_and_bad_sizes_are_errors():
     with pytest.raises(RuntimeError, match="fit"):
-        DeepEnsemble(lambda: MLP(1, [2], 1), Categorical(3)).sample_outputs(X)
+        DeepEnsemble(lambda: MLP(1, [2], 1), CategoricalLikelihood(3)).sample_outputs(X)
     with pytest.raises(ValueError, match="num_members"):
-        DeepEnsemble(lambda: MLP(1, [2], 1), Categorical(3), num_members=0)
+        DeepEnsemble(lambda: MLP(1, [2], 1), CategoricalLikelihood(3), num_members=0)
     with pytest.raises(TypeError, match="Gaussian"):
         DeepEnsemble(lambda: MLP(1, [2], 1), object())

@@ -10,7 +10,7 @@ pytest.importorskip("laplace")
 
 from pyrozoo.baselines import LaplaceBaseline, train_map  # noqa: E402
 from pyrozoo.baselines.laplace import HESSIANS, SUBSETS  # noqa: E402
-from pyrozoo.models import MLP, Categorical, Gaussian  # noqa: E402
+from pyrozoo.models import MLP, CategoricalLikelihood, GaussianLikelihood  # noqa: E402
 from tests.baselines.conftest import two_clusters  # noqa: E402
 
 #: every (subset of weights, Hessian structure) the baseline offers
@@ -38,7 +38,7 @@ def test_linear_model_variance_is_the_exact_gauss_newton_posterior(subset, hessi
     torch.manual_seed(0)
     net = nn.Sequential(nn.Identity(), nn.Linear(2, 1, bias=False)).double()
     phi = _features(x)
-    baseline = LaplaceBaseline(net, Gaussian(30, precision=tau), subset=subset, hessian=hessian, prior_precision=lam, tune_prior="none")
+    baseline = LaplaceBaseline(net, GaussianLikelihood(30, precision=tau), subset=subset, hessian=hessian, prior_precision=lam, tune_prior="none")
     baseline.fit(phi, y.double())
     precision = tau * phi.T @ phi
     precision = precision + lam * torch.eye(2, dtype=torch.float64)
@@ -61,7 +61,7 @@ def test_variance_grows_away_from_the_data(subset, hessian):
     """A ReLU network fitted to inputs in [-2, -1] and [1, 2]: the epistemic variance of the
     linearised predictive grows with the distance from the data, on both sides."""
     x, y = two_clusters(40)
-    likelihood = Gaussian(40, precision=25.0)
+    likelihood = GaussianLikelihood(40, precision=25.0)
     torch.manual_seed(1)
     net = MLP(1, [16], 1)
     noise = train_map(net, likelihood, x, y, epochs=100, batch_size=40, lr=2e-2)
@@ -79,8 +79,8 @@ def test_classification_with_sampled_networks_and_learned_noise_regression():
     labels = (x[:, 0] > 0).long() + (x[:, 0] > 1).long()
     torch.manual_seed(0)
     net = MLP(1, [8], 3)
-    noise = train_map(net, Categorical(30), x, labels, epochs=30, batch_size=10, lr=1e-2)
-    baseline = LaplaceBaseline(net, Categorical(30), noise, subset="all", hessian="diag", pred_type="nn").fit(x, labels)
+    noise = train_map(net, CategoricalLikelihood(30), x, labels, epochs=30, batch_size=10, lr=1e-2)
+    baseline = LaplaceBaseline(net, CategoricalLikelihood(30), noise, subset="all", hessian="diag", pred_type="nn").fit(x, labels)
     f, latents = baseline.sample_outputs(x, 7)
     assert f.shape == (7, 30, 3) and latents == {}
     result = baseline.evaluate(x, labels, 50)
@@ -91,7 +91,7 @@ def test_classification_with_sampled_networks_and_learned_noise_regression():
 
 
 def test_bad_settings_are_named():
-    net, likelihood = MLP(1, [4], 1), Gaussian(10, precision=1.0)
+    net, likelihood = MLP(1, [4], 1), GaussianLikelihood(10, precision=1.0)
     with pytest.raises(ValueError, match="pred_type='nn' needs subset='all'"):
         LaplaceBaseline(net, likelihood, subset="last_layer", pred_type="nn")
     with pytest.raises(ValueError, match="subset"):

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from pyrozoo.baselines.training import NoisePrecision, negative_log_joint, run_epochs, train_map
-from pyrozoo.models import MLP, Categorical, Gaussian
+from pyrozoo.models import MLP, CategoricalLikelihood, GaussianLikelihood
 from tests.baselines.conftest import two_clusters
 
 #: full-batch Adam steps of the linear fits, the learning rate decaying from 0.1 to 0.001
@@ -31,7 +31,7 @@ def _fit_linear(likelihood, x, y, prior_scale):
 
 def test_map_of_a_linear_model_with_fixed_noise_is_ridge_regression():
     x, y = two_clusters(30)
-    theta, noise = _fit_linear(Gaussian(30, precision=4.0), x, y, prior_scale=0.5)
+    theta, noise = _fit_linear(GaussianLikelihood(30, precision=4.0), x, y, prior_scale=0.5)
     assert noise.latents() == {}
     torch.testing.assert_close(theta, _ridge(x, y, 4.0, 0.5), atol=1e-4, rtol=1e-4)
 
@@ -41,7 +41,7 @@ def test_map_of_the_noise_precision_meets_its_stationary_point():
     with the weights the ridge solution at that tau (solved here by fixed-point iteration)."""
     a, b, s = 3.0, 2.0, 1.0
     x, y = two_clusters(30)
-    theta, noise = _fit_linear(Gaussian(30, precision=dist.Gamma(a, b)), x, y, prior_scale=s)
+    theta, noise = _fit_linear(GaussianLikelihood(30, precision=dist.Gamma(a, b)), x, y, prior_scale=s)
     tau = 1.0
     phi = torch.cat([x, torch.ones_like(x)], 1).double()
     for _ in range(200):
@@ -55,7 +55,7 @@ def test_map_of_the_noise_precision_meets_its_stationary_point():
 def test_negative_log_joint_is_the_scaled_minibatch_log_likelihood_plus_priors():
     x, y = two_clusters(10)
     net = MLP(1, [4], 1)
-    likelihood = Gaussian(100, precision=dist.Gamma(6.0, 6.0))
+    likelihood = GaussianLikelihood(100, precision=dist.Gamma(6.0, 6.0))
     noise = NoisePrecision(likelihood)
     tau = float(noise.latents()["precision"].detach())
     assert tau == pytest.approx(1.0)  # the prior mean
@@ -66,7 +66,7 @@ def test_negative_log_joint_is_the_scaled_minibatch_log_likelihood_plus_priors()
     expected = -log_lik + weights - torch.distributions.Gamma(6.0, 6.0).log_prob(torch.tensor(tau))
     torch.testing.assert_close(loss, expected)
     # no prior: maximum likelihood
-    nll = negative_log_joint(Categorical(10), torch.zeros(4, 3), torch.tensor([0, 1, 2, 0]), NoisePrecision(Categorical(10)), 10, prior_scale=None)
+    nll = negative_log_joint(CategoricalLikelihood(10), torch.zeros(4, 3), torch.tensor([0, 1, 2, 0]), NoisePrecision(CategoricalLikelihood(10)), 10, prior_scale=None)
     assert float(nll) == pytest.approx(10 * math.log(3))
 
 

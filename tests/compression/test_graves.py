@@ -9,7 +9,7 @@ import torch
 
 from pyrozoo.compression.graves import PruningReport, graves_pruned, pruning_curve, signal_to_noise
 from pyrozoo.guides import DeltaGuide, MeanFieldNormalGuide
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Gaussian, NormalPrior
+from pyrozoo.models import MLP, BayesianNeuralNetwork, GaussianLikelihood, NormalPrior
 
 REAL_SITES = ["0.weight", "0.bias", "2.weight", "2.bias"]
 
@@ -17,7 +17,7 @@ REAL_SITES = ["0.weight", "0.bias", "2.weight", "2.bias"]
 def _setup(device="cpu", max_scale=None):
     torch.manual_seed(0)
     net = MLP(2, [3], 1).to(device)
-    model = BayesianNeuralNetwork(net, NormalPrior(1.0), Gaussian(10, precision=dist.Gamma(2.0, 1.0)))
+    model = BayesianNeuralNetwork(net, NormalPrior(1.0), GaussianLikelihood(10, precision=dist.Gamma(2.0, 1.0)))
     x, y = torch.randn(10, 2, device=device), torch.randn(10, 1, device=device)
     guide = MeanFieldNormalGuide(model, max_scale=max_scale)
     guide(x, y)
@@ -67,7 +67,7 @@ def test_prunes_exactly_the_low_snr_weights(threshold, device):
             if (~pruned).any():
                 assert (trace.nodes[name]["value"][~pruned] != 0).all()
         # the positive noise-precision site is not a weight: never pruned
-        key = guide.sites()[Gaussian.PRECISION_SITE].key
+        key = guide.sites()[GaussianLikelihood.PRECISION_SITE].key
         assert torch.equal(guide.locs[key], before[key][0])
     total = sum(r.numel() for r in ratios.values())
     kept = sum(int((r >= threshold).sum()) for r in ratios.values())

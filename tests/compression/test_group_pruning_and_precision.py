@@ -8,12 +8,12 @@ import torch
 from pyrozoo.compression.group_pruning import group_masks, otsu_threshold, resolve_thresholds, weight_masks
 from pyrozoo.compression.precision import compression_with_precision, exponent_bits, round_to_bits, significand_bits
 from pyrozoo.guides.bayesian_compression import BayesianCompressionGuide
-from pyrozoo.models import BayesianNeuralNetwork, Categorical, LeNet5
+from pyrozoo.models import BayesianNeuralNetwork, CategoricalLikelihood, LeNet5
 from pyrozoo.models.compression_priors import GroupNormalJeffreysPrior
 
 
 def _gnj_guide():
-    model = BayesianNeuralNetwork(LeNet5(), GroupNormalJeffreysPrior(), Categorical(dataset_size=10))
+    model = BayesianNeuralNetwork(LeNet5(), GroupNormalJeffreysPrior(), CategoricalLikelihood(dataset_size=10))
     guide = BayesianCompressionGuide(model)
     guide(torch.rand(2, 1, 28, 28), torch.tensor([0, 1]))
     g = torch.Generator().manual_seed(0)

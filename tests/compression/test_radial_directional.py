@@ -15,7 +15,7 @@ from pyrozoo.compression.radial_directional import (
     widest_gap,
 )
 from pyrozoo.guides import RadialDirectionalGuide
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical, RadialDirectionalPrior
+from pyrozoo.models import MLP, BayesianNeuralNetwork, CategoricalLikelihood, RadialDirectionalPrior
 from tests.stats import mean_tolerance
 
 
@@ -24,7 +24,7 @@ def _trained_looking(seed=0, pruned_rows=(1, 4), pruned_cols=(0, 3)):
     (their local radius' log-normals pushed far down) and the rest spread over ~1 nat."""
     torch.manual_seed(seed)
     net = MLP(6, [8, 7], 3).double()
-    model = BayesianNeuralNetwork(net, RadialDirectionalPrior(local_scale=0.1, global_scale=0.1), Categorical(dataset_size=100))
+    model = BayesianNeuralNetwork(net, RadialDirectionalPrior(local_scale=0.1, global_scale=0.1), CategoricalLikelihood(dataset_size=100))
     guide = RadialDirectionalGuide(model, init_scale=0.05)
     guide(torch.randn(4, 6, dtype=torch.float64), torch.tensor([0, 1, 2, 0]))
     g = torch.Generator().manual_seed(seed)

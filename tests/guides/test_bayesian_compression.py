@@ -11,7 +11,7 @@ from torch.distributions import kl_divergence
 
 from pyrozoo.guides.bayesian_compression import BayesianCompressionGuide
 from pyrozoo.inference import ClosedFormKL_ELBO, fit
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical
+from pyrozoo.models import MLP, BayesianNeuralNetwork, CategoricalLikelihood
 from pyrozoo.models.compression_priors import GroupHorseshoePrior, GroupNormalJeffreysPrior
 from tests.stats import mean_tolerance
 
@@ -21,7 +21,7 @@ PRIORS = {"gnj": lambda: GroupNormalJeffreysPrior(), "ghs": lambda: GroupHorsesh
 def _setup(kind, dtype=torch.float64):
     torch.manual_seed(0)
     net = MLP(4, [3], 2).to(dtype=dtype)
-    model = BayesianNeuralNetwork(net, PRIORS[kind](), Categorical(dataset_size=20))
+    model = BayesianNeuralNetwork(net, PRIORS[kind](), CategoricalLikelihood(dataset_size=20))
     guide = BayesianCompressionGuide(model, init_log_sigma2=-2.0, init_log_scale=-1.0)
     g = torch.Generator().manual_seed(1)
     x = torch.rand(6, 4, generator=g, dtype=dtype)
@@ -159,7 +159,7 @@ def test_scale_kl_pulls_log_alpha_up_from_the_default_initialisation(device, dty
     from pyrozoo.distributions.kl import LOG_UNIFORM_KL_K1 as k1, LOG_UNIFORM_KL_K2 as k2, LOG_UNIFORM_KL_K3 as k3
 
     torch.manual_seed(0)
-    model = BayesianNeuralNetwork(MLP(4, [3], 2).to(device=device, dtype=dtype), GroupNormalJeffreysPrior(), Categorical(dataset_size=20))
+    model = BayesianNeuralNetwork(MLP(4, [3], 2).to(device=device, dtype=dtype), GroupNormalJeffreysPrior(), CategoricalLikelihood(dataset_size=20))
     guide = BayesianCompressionGuide(model).to(device)
     x, y = torch.rand(6, 4, device=device, dtype=dtype), torch.randint(0, 2, (6,), device=device)
     guide(x, y)
@@ -178,7 +178,7 @@ def test_scale_kl_pulls_log_alpha_up_from_the_default_initialisation(device, dty
 
 
 def test_log_alpha_bounds_must_contain_the_initial_log_alpha():
-    model = BayesianNeuralNetwork(MLP(4, [3], 2), GroupNormalJeffreysPrior(), Categorical(10))
+    model = BayesianNeuralNetwork(MLP(4, [3], 2), GroupNormalJeffreysPrior(), CategoricalLikelihood(10))
     x, y = torch.rand(6, 4), torch.randint(0, 2, (6,))
     with pytest.raises(ValueError, match="outside log_alpha_bounds"):
         BayesianCompressionGuide(model, init_log_sigma2=-9.0, log_alpha_bounds=(-8.0, 8.0))(x, y)
@@ -198,8 +198,8 @@ def test_bad_arguments_raise():
     from pyrozoo.models.dropout_priors import LogUniformPrior
 
     with pytest.raises(TypeError, match="GroupScalePrior"):
-        BayesianCompressionGuide(BayesianNeuralNetwork(net, LogUniformPrior(), Categorical(10)))
-    model = BayesianNeuralNetwork(net, GroupNormalJeffreysPrior(), Categorical(10))
+        BayesianCompressionGuide(BayesianNeuralNetwork(net, LogUniformPrior(), CategoricalLikelihood(10)))
+    model = BayesianNeuralNetwork(net, GroupNormalJeffreysPrior(), CategoricalLikelihood(10))
     with pytest.raises(ValueError, match="low < high"):
         BayesianCompressionGuide(model, log_alpha_bounds=(3.0, -3.0))
     with pytest.raises(ValueError, match="finite"):

@@ -9,8 +9,9 @@ import torch
 
 from pyrozoo.guides.bayesian_compression import BayesianCompressionGuide
 from pyrozoo.guides.variational_dropout import SparseVariationalDropoutGuide, VariationalDropoutGuide
-from pyrozoo.inference import ClosedFormKL_ELBO, collect_parameters, default_optimizer, training_step
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical
+from pyrozoo.inference import ClosedFormKL_ELBO, collect_parameters, default_optimizer
+from pyrozoo.inference.training import training_step
+from pyrozoo.models import MLP, BayesianNeuralNetwork, CategoricalLikelihood
 from pyrozoo.models.compression_priors import GroupHorseshoePrior, GroupNormalJeffreysPrior
 from pyrozoo.models.dropout_priors import ARDPrior, LogUniformPrior
 from pyrozoo.poutine import latent_scale
@@ -33,7 +34,7 @@ def _setup(method, conv):
     pyro.clear_param_store()  # each set-up registers its own parameters under the same names
     torch.manual_seed(0)
     net = (SmallConvNet() if conv else MLP(6, [5], 4)).to(torch.float64)
-    model = BayesianNeuralNetwork(net, prior(), Categorical(dataset_size=50))
+    model = BayesianNeuralNetwork(net, prior(), CategoricalLikelihood(dataset_size=50))
     g = torch.Generator().manual_seed(1)
     x = torch.rand((8, 1, 6, 6) if conv else (8, 6), generator=g, dtype=torch.float64)
     y = torch.randint(0, 4, (8,), generator=g)

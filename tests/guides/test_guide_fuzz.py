@@ -49,8 +49,8 @@ from pyrozoo.inference import ClosedFormKL_ELBO, DSIVI_ELBO
 from pyrozoo.models import (
     MLP,
     BayesianNeuralNetwork,
-    Categorical,
-    Gaussian,
+    CategoricalLikelihood,
+    GaussianLikelihood,
     GroupHorseshoePrior,
     GroupNormalJeffreysPrior,
     LogUniformPrior,
@@ -74,14 +74,14 @@ _NAN, _INF = math.nan, math.inf
 
 def _regression(prior):
     torch.manual_seed(0)
-    model = BayesianNeuralNetwork(MLP(3, [4], 1), prior, Gaussian(20, precision=dist.Gamma(2.0, 2.0)))
+    model = BayesianNeuralNetwork(MLP(3, [4], 1), prior, GaussianLikelihood(20, precision=dist.Gamma(2.0, 2.0)))
     g = torch.Generator().manual_seed(1)
     return model, (torch.randn(6, 3, generator=g), torch.randn(6, 1, generator=g))
 
 
 def _classification(prior):
     torch.manual_seed(0)
-    model = BayesianNeuralNetwork(MLP(3, [4], 2), prior, Categorical(dataset_size=20))
+    model = BayesianNeuralNetwork(MLP(3, [4], 2), prior, CategoricalLikelihood(dataset_size=20))
     g = torch.Generator().manual_seed(1)
     return model, (torch.randn(6, 3, generator=g), torch.randint(0, 2, (6,), generator=g))
 

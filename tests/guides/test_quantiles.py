@@ -36,10 +36,10 @@ def real_only(x, y=None):
 
 
 def group_scale_bnn(x=None, y=None):
-    from pyrozoo.models import MLP, BayesianNeuralNetwork, Gaussian
+    from pyrozoo.models import MLP, BayesianNeuralNetwork, GaussianLikelihood
     from pyrozoo.models.compression_priors import GroupNormalJeffreysPrior
 
-    return BayesianNeuralNetwork(MLP(3, [4], 1), GroupNormalJeffreysPrior(), Gaussian(dataset_size=10))
+    return BayesianNeuralNetwork(MLP(3, [4], 1), GroupNormalJeffreysPrior(), GaussianLikelihood(dataset_size=10))
 
 
 MODELS = (lambda: mixed, lambda: real_only, group_scale_bnn)

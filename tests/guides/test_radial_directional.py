@@ -11,7 +11,7 @@ from pyrozoo.distributions import VonMisesFisher
 from pyrozoo.distributions.von_mises_fisher import vmf_mean_resultant_length
 from pyrozoo.guides import RadialDirectionalGuide
 from pyrozoo.inference import ClosedFormKL_ELBO, fit
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical, Gaussian, LeNet5, RadialDirectionalPrior
+from pyrozoo.models import MLP, BayesianNeuralNetwork, CategoricalLikelihood, GaussianLikelihood, LeNet5, RadialDirectionalPrior
 from pyrozoo.models.radial_directional import compose_weight
 from tests.stats import mean_tolerance
 
@@ -24,7 +24,7 @@ def _regression(n=200, seed=0):
 
 
 def _model(net, prior=None, n=200):
-    return BayesianNeuralNetwork(net, prior or RadialDirectionalPrior(), Gaussian(n, precision=dist.Gamma(1.0, 1.0)))
+    return BayesianNeuralNetwork(net, prior or RadialDirectionalPrior(), GaussianLikelihood(n, precision=dist.Gamma(1.0, 1.0)))
 
 
 def test_posterior_families_and_shared_concentration():
@@ -48,7 +48,7 @@ def test_posterior_families_and_shared_concentration():
 
 @pytest.mark.parametrize("net", [MLP(4, [6], 3), LeNet5(widths=(3, 4, 8))], ids=["mlp", "lenet5"])
 def test_guide_starts_at_the_network_weights(net):
-    model = BayesianNeuralNetwork(net, RadialDirectionalPrior(local_scale=0.05, global_scale=0.01), Categorical())
+    model = BayesianNeuralNetwork(net, RadialDirectionalPrior(local_scale=0.05, global_scale=0.01), CategoricalLikelihood())
     guide = RadialDirectionalGuide(model)
     x = torch.randn(2, 4) if isinstance(net, MLP) else torch.randn(2, 1, 28, 28)
     guide(x, torch.tensor([0, 2]))

@@ -14,12 +14,12 @@ from pyrozoo.distributions import SemiImplicit
 from pyrozoo.distributions.semi_implicit import find_semi_implicit
 from pyrozoo.guides import MeanFieldNormalGuide, SemiImplicitGuide
 from pyrozoo.inference import DSIVI_ELBO, ImportanceWeighted_ELBO, ReweightedWakeSleep, fit
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Gaussian, NormalPrior
+from pyrozoo.models import MLP, BayesianNeuralNetwork, GaussianLikelihood, NormalPrior
 
 
 def _bnn(n=16):
     x, y = toy_regression_1d(n)
-    return BayesianNeuralNetwork(MLP(1, [5], 1), NormalPrior(1.0), Gaussian(n, precision=dist.Gamma(6.0, 6.0))), x, y
+    return BayesianNeuralNetwork(MLP(1, [5], 1), NormalPrior(1.0), GaussianLikelihood(n, precision=dist.Gamma(6.0, 6.0))), x, y
 
 
 @pytest.mark.parametrize("grouping", ["site", "row"])
@@ -81,7 +81,7 @@ def _correlated_regression():
     x = torch.stack([x[:, 0], x[:, 0] + 0.3 * x[:, 1]], 1).to(torch.float32)  # strongly correlated posterior
     y = (x @ torch.tensor([1.0, -1.0]) + torch.randn(6, generator=torch.Generator().manual_seed(2))).unsqueeze(-1)
     net = nn.Linear(2, 1, bias=False)
-    model = BayesianNeuralNetwork(net, NormalPrior(1.0), Gaussian(6, precision=1.0))
+    model = BayesianNeuralNetwork(net, NormalPrior(1.0), GaussianLikelihood(6, precision=1.0))
     precision = x.T @ x + torch.eye(2)
     cov = torch.linalg.inv(precision.double())
     evidence = dist.MultivariateNormal(torch.zeros(6, dtype=torch.float64), x.double() @ x.double().T + torch.eye(6, dtype=torch.float64)).log_prob(y.squeeze(-1).double())

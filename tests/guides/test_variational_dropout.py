@@ -13,7 +13,7 @@ from pyrozoo.distributions.dropout_normal import DropoutNormal
 from pyrozoo.distributions.kl import kl_log_uniform_from_log_alpha
 from pyrozoo.guides.variational_dropout import PARAMETERIZATIONS, SparseVariationalDropoutGuide, VariationalDropoutGuide, _AdditivePosterior
 from pyrozoo.inference import ClosedFormKL_ELBO, evaluate
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical, LeNet5BatchNorm
+from pyrozoo.models import MLP, BayesianNeuralNetwork, CategoricalLikelihood, LeNet5BatchNorm
 from pyrozoo.models.dropout_priors import ARDPrior, LogUniformPrior
 from pyrozoo.poutine import local_reparameterization
 from tests.guides.networks import SmallConvNet
@@ -22,7 +22,7 @@ from tests.stats import gaussian_variance_rel_tolerance, mean_tolerance
 
 def _model(prior=LogUniformPrior, conv=False, dtype=torch.float32, device="cpu"):
     net = (SmallConvNet() if conv else MLP(6, [5], 4)).to(device=device, dtype=dtype)
-    return BayesianNeuralNetwork(net, prior(), Categorical(dataset_size=50))
+    return BayesianNeuralNetwork(net, prior(), CategoricalLikelihood(dataset_size=50))
 
 
 def _data(conv=False, dtype=torch.float32, device="cpu", n=10):

@@ -43,8 +43,8 @@ from pyrozoo.inference.diagnostics import (
 )
 from pyrozoo.inference.importance_weighted import weight_diagnostics
 from pyrozoo.inference.sample_storage import InMemorySamples, SampleGuide
-from pyrozoo.models import MLP, ARDPrior, BayesianNeuralNetwork, Gaussian, LogUniformPrior, NormalPrior
-from pyrozoo.models.likelihoods import Categorical
+from pyrozoo.models import MLP, ARDPrior, BayesianNeuralNetwork, GaussianLikelihood, LogUniformPrior, NormalPrior
+from pyrozoo.models.likelihoods import CategoricalLikelihood
 from tests.inference.cases import conjugate_problem, linear_regression_model, small_bnn
 
 from tests.conftest import DATA
@@ -228,7 +228,7 @@ def _boston_sgld(lr, epochs=20):
     split = UCIDataset("bostonHousing", DATA / "uci").split(0).to("cpu", torch.float32)
     pyro.set_rng_seed(0)
     net = MLP(split.num_features, [split.n_hidden], 1)
-    model = BayesianNeuralNetwork(net, NormalPrior(1.0), Gaussian(len(split.y_train), precision=dist.Gamma(6.0, 6.0)))
+    model = BayesianNeuralNetwork(net, NormalPrior(1.0), GaussianLikelihood(len(split.y_train), precision=dist.Gamma(6.0, 6.0)))
     steps = epochs * math.ceil(len(split.y_train) / 50)
     sink = InMemorySamples()
     history = SGLD(model, lr=lr).run(
@@ -349,7 +349,7 @@ def test_dropout_priors_without_kl_warmup_collapse_onto_the_prior_with_a_warning
     """Issue 22: ARD / sparse VD on a wide network without KL warm-up end with uniform
     predictions; the fit says so. With the warm-up the same fit learns and is quiet."""
     x, y = _synthetic_classification()
-    model = BayesianNeuralNetwork(MLP(200, [300], 10), prior(), Categorical())
+    model = BayesianNeuralNetwork(MLP(200, [300], 10), prior(), CategoricalLikelihood())
     with pytest.warns(PriorCollapseWarning, match="collapsed onto the prior .* at chance"):
         history = fit(model, SparseVariationalDropoutGuide(model), (x, y), epochs=10, batch_size=100, lr=1e-2, estimator="local", seed=0, progress=False)
     (event,) = history.attrs["events"]
@@ -357,7 +357,7 @@ def test_dropout_priors_without_kl_warmup_collapse_onto_the_prior_with_a_warning
     assert event["kl_per_parameter"] <= KL_COLLAPSE and event["accuracy"] <= event["majority_rate"] + CHANCE_SDS * math.sqrt(0.25 / event["n"])
 
     pyro.clear_param_store()
-    model = BayesianNeuralNetwork(MLP(200, [300], 10), prior(), Categorical())
+    model = BayesianNeuralNetwork(MLP(200, [300], 10), prior(), CategoricalLikelihood())
     with warnings.catch_warnings():
         warnings.simplefilter("error", RunWarning)
         history = fit(model, SparseVariationalDropoutGuide(model), (x, y), epochs=10, batch_size=100, lr=1e-2, estimator="local", kl_schedule=LinearKLWarmup(0, 5), seed=0, progress=False)
@@ -389,7 +389,7 @@ def test_a_zero_mean_network_at_chance_is_no_prior_collapse(prior):
     the fit ends at chance with KL 0, which is no collapse onto the prior: no warning."""
     pyro.clear_param_store()
     x, y = _synthetic_classification(n=300, d=20, classes=4)
-    model = BayesianNeuralNetwork(MLP(20, [30], 4), prior(), Categorical())
+    model = BayesianNeuralNetwork(MLP(20, [30], 4), prior(), CategoricalLikelihood())
     guide = VariationalDropoutGuide(model, parameterization="zero-mean")
     with warnings.catch_warnings():
         warnings.simplefilter("error", RunWarning)
@@ -410,7 +410,7 @@ def _fit_regression(guide_class, **kwargs):
 
 def _fit_classification():
     x, y = _synthetic_classification(n=400, d=10, classes=4)
-    model = BayesianNeuralNetwork(MLP(10, [20], 4), NormalPrior(1.0), Categorical())
+    model = BayesianNeuralNetwork(MLP(10, [20], 4), NormalPrior(1.0), CategoricalLikelihood())
     return fit(model, MeanFieldNormalGuide(model), (x, y), epochs=30, batch_size=50, lr=0.02, estimator="local", seed=0, progress=False)
 
 

@@ -1,7 +1,7 @@
 """Direct evaluation is declared, not detected: objectives take it for exactly the models and
 guides that implement the protocols of :mod:`pyrozoo.inference.direct`, whatever their class,
 and only where no foreign effect handler is active (the one reader of Pyro's handler stack is
-:func:`pyrozoo.poutine.active_handlers`)."""
+:func:`pyrozoo.poutine.stack.active_handlers`)."""
 
 from contextlib import ExitStack
 from pathlib import Path
@@ -15,9 +15,10 @@ from pyro.infer.autoguide import AutoNormal
 from pyrozoo.guides import BayesianCompressionGuide, MeanFieldNormalGuide
 from pyrozoo.inference import ClosedFormKL_ELBO, ImportanceWeighted_ELBO, ReweightedWakeSleep
 from pyrozoo.inference.direct import ConditionalDirectGuide, DirectGuide, DirectModel, DirectParticlesModel
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical, NormalPrior
+from pyrozoo.models import MLP, BayesianNeuralNetwork, CategoricalLikelihood, NormalPrior
 from pyrozoo.models.compression_priors import GroupHorseshoePrior, GroupNormalJeffreysPrior
-from pyrozoo.poutine import active_handlers, flipout, latent_scale, local_reparameterization
+from pyrozoo.poutine import flipout, latent_scale, local_reparameterization
+from pyrozoo.poutine.stack import active_handlers
 from tests.inference.cases import small_bnn
 
 LIBRARY = Path(__file__).resolve().parents[2] / "pyrozoo"
@@ -234,7 +235,7 @@ def test_sites_that_depend_on_earlier_draws_are_evaluated_directly_with_the_trac
     K-particle bounds, which draw all sites at once, keep to traces."""
     priors = {"bc-gnj": GroupNormalJeffreysPrior, "bc-ghs": GroupHorseshoePrior}
     x, y = torch.randn(16, 5), torch.randint(0, 3, (16,))
-    model = BayesianNeuralNetwork(MLP(5, [6], 3), priors[prior](), Categorical(100))
+    model = BayesianNeuralNetwork(MLP(5, [6], 3), priors[prior](), CategoricalLikelihood(100))
     guide = BayesianCompressionGuide(model)
     guide.fused = fused  # the reference weight posterior is the one CUDA devices take
     guide(x, y)
@@ -266,7 +267,7 @@ def test_point_estimates_come_from_the_param_store_on_both_paths(objective, meth
         "bc-gnj": (lambda: GroupNormalJeffreysPrior(), BayesianCompressionGuide),
         "mean-field": (lambda: NormalPrior(1.0, hide_parameters=["bias"]), MeanFieldNormalGuide),
     }[method]
-    models = [BayesianNeuralNetwork(MLP(5, [6], 3), made[0](), Categorical(100)) for _ in range(2)]
+    models = [BayesianNeuralNetwork(MLP(5, [6], 3), made[0](), CategoricalLikelihood(100)) for _ in range(2)]
     guides = [made[1](m) for m in models]
     for m, g in zip(models, guides):
         g(x, y)

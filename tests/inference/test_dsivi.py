@@ -16,7 +16,7 @@ from pyrozoo.data import toy_regression_1d
 from pyrozoo.distributions import ExplicitMixing, FiniteMixing, SemiImplicit, SemiImplicitCacheMiss, semi_implicit_samples
 from pyrozoo.guides import MeanFieldNormalGuide, SemiImplicitGuide
 from pyrozoo.inference import ClosedFormKL_ELBO, DSIVI_ELBO, SIVI_ELBO
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Gaussian, NormalGammaPrior, NormalPrior
+from pyrozoo.models import MLP, BayesianNeuralNetwork, GaussianLikelihood, NormalGammaPrior, NormalPrior
 from tests.distributions.semi_implicit_cases import autoregressive, gaussian_location
 
 REPLICATES, PARTICLES = 24, 1000
@@ -208,7 +208,7 @@ def test_structured_bound_beats_the_joint_bound(device):
 
 def _bnn(prior, n=32):
     x, y = toy_regression_1d(n)
-    model = BayesianNeuralNetwork(MLP(1, [8], 1), prior, Gaussian(n, precision=dist.Gamma(6.0, 6.0)))
+    model = BayesianNeuralNetwork(MLP(1, [8], 1), prior, GaussianLikelihood(n, precision=dist.Gamma(6.0, 6.0)))
     return model, x, y
 
 

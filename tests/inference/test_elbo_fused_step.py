@@ -7,9 +7,10 @@ import torch
 
 import pyrozoo.inference.elbo as elbo_module
 from pyrozoo.guides import MeanFieldNormalGuide
-from pyrozoo.inference import ClosedFormKL_ELBO, default_optimizer, training_step
+from pyrozoo.inference import ClosedFormKL_ELBO, default_optimizer
+from pyrozoo.inference.training import training_step
 from pyrozoo.inference.elbo import ReferenceClosedFormKL_ELBO
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical, NormalPrior
+from pyrozoo.models import MLP, BayesianNeuralNetwork, CategoricalLikelihood, NormalPrior
 from pyrozoo.poutine import flipout, latent_scale, local_reparameterization
 from pyrozoo.poutine.weight_noise import local_reparameterization_reference
 from tests.inference.cases import small_bnn
@@ -24,7 +25,7 @@ ESTIMATORS = {
 
 def _classifier():
     net = MLP(6, [8, 5], 3)
-    return BayesianNeuralNetwork(net, NormalPrior(1.0), Categorical(dataset_size=200))
+    return BayesianNeuralNetwork(net, NormalPrior(1.0), CategoricalLikelihood(dataset_size=200))
 
 
 #: model name -> (model factory, data factory); the regression model's Gamma precision is a

@@ -468,11 +468,11 @@ def test_guides_with_a_score_function_term_are_refused():
     """A von Mises-Fisher direction is only partly reparameterized: without its score-function
     correction the importance-weighted gradient would be biased, so the objectives refuse it."""
     from pyrozoo.guides import RadialDirectionalGuide
-    from pyrozoo.models import MLP, BayesianNeuralNetwork, Gaussian, RadialDirectionalPrior
+    from pyrozoo.models import MLP, BayesianNeuralNetwork, GaussianLikelihood, RadialDirectionalPrior
 
     torch.manual_seed(0)
     x, y = torch.randn(12, 3), torch.randn(12, 1)
-    model = BayesianNeuralNetwork(MLP(3, [4], 1), RadialDirectionalPrior(grouping="double"), Gaussian(12, precision=1.0))
+    model = BayesianNeuralNetwork(MLP(3, [4], 1), RadialDirectionalPrior(grouping="double"), GaussianLikelihood(12, precision=1.0))
     guide = RadialDirectionalGuide(model)
     guide(x, y)
     with pytest.raises(NotImplementedError, match="reparameterized"):

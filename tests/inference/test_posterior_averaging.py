@@ -12,13 +12,13 @@ from pyrozoo.inference.sample_storage import InMemorySamples, SampleGuide
 from pyrozoo.inference.sgmcmc import SGLD, model_output
 from pyrozoo.inference.step_sizes import PolynomialDecay
 from pyrozoo.inference import evaluate
-from pyrozoo.models import BayesianNeuralNetwork, Categorical, NormalPrior
+from pyrozoo.models import BayesianNeuralNetwork, CategoricalLikelihood, NormalPrior
 
 
 def test_online_average_of_a_run_equals_the_weighted_mean_of_its_samples(device):
     torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3)).to(device)
-    model = BayesianNeuralNetwork(net, NormalPrior(1.0), Categorical(60))
+    model = BayesianNeuralNetwork(net, NormalPrior(1.0), CategoricalLikelihood(60))
     x = torch.randn(60, 4, device=device)
     y = torch.randint(0, 3, (60,), device=device)
     x_test = torch.randn(25, 4, device=device)

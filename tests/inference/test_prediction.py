@@ -16,7 +16,7 @@ from pyrozoo.guides import BayesianCompressionGuide, DeltaGuide, MeanFieldNormal
 from pyrozoo.guides.base import init_to_network
 from pyrozoo.inference import SampleGuide, evaluate, posterior_samples, predict
 from pyrozoo.inference.prediction import check_posterior_matches_model
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical, Gaussian, LeNet5BatchNorm, NormalPrior, RadialDirectionalPrior
+from pyrozoo.models import MLP, BayesianNeuralNetwork, CategoricalLikelihood, GaussianLikelihood, LeNet5BatchNorm, NormalPrior, RadialDirectionalPrior
 from pyrozoo.models.compression_priors import GroupNormalJeffreysPrior
 from pyrozoo.models.dropout_priors import LogUniformPrior
 from pyrozoo.models.normal_gamma_prior import NormalGammaPrior
@@ -79,7 +79,7 @@ def test_original_units_count_the_jacobian_once_per_target(output):
     in original units is lower by log(scale), whatever the number of examples."""
     from torch import nn
 
-    from pyrozoo.models import Gaussian
+    from pyrozoo.models import GaussianLikelihood
 
     class Net(nn.Module):
         def __init__(self):
@@ -91,7 +91,7 @@ def test_original_units_count_the_jacobian_once_per_target(output):
             return out if output == "column" else out.squeeze(-1)
 
     torch.manual_seed(0)
-    model = BayesianNeuralNetwork(Net(), NormalPrior(1.0), Gaussian(30, precision=dist.Gamma(6.0, 6.0)))
+    model = BayesianNeuralNetwork(Net(), NormalPrior(1.0), GaussianLikelihood(30, precision=dist.Gamma(6.0, 6.0)))
     x = torch.randn(30, 5)
     y = torch.randn(30, 1) if output == "column" else torch.randn(30)
     guide = DeltaGuide(model)
@@ -103,7 +103,7 @@ def test_original_units_count_the_jacobian_once_per_target(output):
 
 def test_classification_metrics(device):
     net = MLP(4, [8], 3).to(device)
-    model = BayesianNeuralNetwork(net, NormalPrior(1.0), Categorical(50))
+    model = BayesianNeuralNetwork(net, NormalPrior(1.0), CategoricalLikelihood(50))
     x = torch.randn(20, 4, device=device)
     y = torch.randint(0, 3, (20,), device=device)
     guide = MeanFieldNormalGuide(model, init_scale=0.01)
@@ -136,7 +136,7 @@ VALIDATION = pytest.mark.parametrize("validation", [True, False], ids=["pyro-val
 
 
 def _classification(device="cpu", classes=3):
-    model = BayesianNeuralNetwork(MLP(5, [8], classes).to(device), NormalPrior(1.0), Categorical(30))
+    model = BayesianNeuralNetwork(MLP(5, [8], classes).to(device), NormalPrior(1.0), CategoricalLikelihood(30))
     x, y = torch.randn(30, 5, device=device), torch.randint(0, classes, (30,), device=device)
     guide = MeanFieldNormalGuide(model, init_scale=0.1)
     guide(x, y)
@@ -205,11 +205,11 @@ def test_whole_number_float_labels_are_a_type_error(validation):
 
 
 def _mlp_regression(width, prior=lambda: NormalPrior(1.0)):
-    return BayesianNeuralNetwork(MLP(5, [width], 1), prior(), Gaussian(30, precision=dist.Gamma(2.0, 2.0)))
+    return BayesianNeuralNetwork(MLP(5, [width], 1), prior(), GaussianLikelihood(30, precision=dist.Gamma(2.0, 2.0)))
 
 
 def _mlp_classification(width, prior=lambda: NormalPrior(1.0)):
-    return BayesianNeuralNetwork(MLP(5, [width], 3), prior(), Categorical(30))
+    return BayesianNeuralNetwork(MLP(5, [width], 3), prior(), CategoricalLikelihood(30))
 
 
 def _guide_list(model):
@@ -217,7 +217,7 @@ def _guide_list(model):
     the noise precision (which each part hides from the other)."""
     traceable = InitMessenger(init_to_network)(model)
     guide = AutoGuideList(traceable)
-    guide.append(SparseVariationalDropoutGuide(model, hide=[Gaussian.PRECISION_SITE]))
+    guide.append(SparseVariationalDropoutGuide(model, hide=[GaussianLikelihood.PRECISION_SITE]))
     guide.append(MeanFieldNormalGuide(traceable, hide=model.random_parameter_names, init_scale=0.1))
     return guide
 
@@ -246,7 +246,7 @@ def _fitted(make_model, make_guide, posterior, width=8):
     """A posterior for ``make_model(width)``: ``(guide, samples, x, y)``."""
     model = make_model(width)
     x = torch.randn(30, 5)
-    y = torch.randn(30, 1) if isinstance(model.likelihood, Gaussian) else torch.randint(0, 3, (30,))
+    y = torch.randn(30, 1) if isinstance(model.likelihood, GaussianLikelihood) else torch.randint(0, 3, (30,))
     guide = make_guide(model)
     guide(x, y)
     samples = None
@@ -294,7 +294,7 @@ def test_the_mismatch_names_the_site_and_both_shapes():
 
 
 def _fixed_precision_model(width=8):
-    return BayesianNeuralNetwork(MLP(5, [width], 1), NormalPrior(1.0), Gaussian(30, precision=4.0))
+    return BayesianNeuralNetwork(MLP(5, [width], 1), NormalPrior(1.0), GaussianLikelihood(30, precision=4.0))
 
 
 @VALIDATION
@@ -319,7 +319,7 @@ def test_model_site_the_guide_does_not_cover_raises(validation):
 def test_site_hidden_on_purpose_is_left_to_the_prior():
     model = _mlp_regression(8)
     x, y = torch.randn(30, 5), torch.randn(30, 1)
-    guide = DeltaGuide(model, hide=[Gaussian.PRECISION_SITE])
+    guide = DeltaGuide(model, hide=[GaussianLikelihood.PRECISION_SITE])
     guide(x, y)
     assert math.isfinite(evaluate(model, guide, x, y, num_samples=2)["test_ll"])
 
@@ -327,7 +327,7 @@ def test_site_hidden_on_purpose_is_left_to_the_prior():
 def test_the_check_changes_no_random_stream_and_no_module_state():
     """One extra trace of the model and the guide, without side effects: draws after it are
     those without it, and batch-norm statistics and training flags are as they were."""
-    model = BayesianNeuralNetwork(LeNet5BatchNorm(), NormalPrior(1.0), Categorical(30))
+    model = BayesianNeuralNetwork(LeNet5BatchNorm(), NormalPrior(1.0), CategoricalLikelihood(30))
     x, y = torch.randn(6, 1, 28, 28), torch.randint(0, 10, (6,))
     guide = MeanFieldNormalGuide(model, init_scale=0.01)
     guide(x, y)

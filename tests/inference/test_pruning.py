@@ -9,13 +9,13 @@ from torch import nn
 
 from pyrozoo.inference.pruning import MagnitudePruning, layer_sparsity_for_overall, sparsity_of
 from pyrozoo.inference.sgmcmc import SGHMC
-from pyrozoo.models import BayesianNeuralNetwork, Categorical, NormalPrior
+from pyrozoo.models import BayesianNeuralNetwork, CategoricalLikelihood, NormalPrior
 
 
 def classifier(device):
     torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(10, 30), nn.ReLU(), nn.Linear(30, 4)).to(device)
-    return BayesianNeuralNetwork(net, NormalPrior(1.0), Categorical(200))
+    return BayesianNeuralNetwork(net, NormalPrior(1.0), CategoricalLikelihood(200))
 
 
 def data(device):

@@ -13,7 +13,7 @@ from torch import nn
 from pyrozoo.inference.sample_storage import DiskSamples, InMemorySamples
 from pyrozoo.inference.sgmcmc import SGHMC, SGLD
 from pyrozoo.inference.step_sizes import PolynomialDecay
-from pyrozoo.models import BayesianNeuralNetwork, Gaussian, NormalPrior
+from pyrozoo.models import BayesianNeuralNetwork, GaussianLikelihood, NormalPrior
 from tests.inference.cases import conjugate_problem, linear_regression_model, unscaled_regression_model
 from tests.stats import z_bound
 
@@ -78,7 +78,7 @@ def replicated_linear_regression(problem, replicas, device, dataset_size=None):
     network (``nn.Linear(d, replicas)`` fitted to ``y`` repeated in every output column):
     each row of the weight matrix has the exact posterior of ``problem``."""
     net = nn.Linear(problem.x.shape[1], replicas, bias=False).to(device=device, dtype=torch.float64)
-    likelihood = Gaussian(dataset_size, precision=problem.noise_scale**-2)
+    likelihood = GaussianLikelihood(dataset_size, precision=problem.noise_scale**-2)
     return BayesianNeuralNetwork(net, NormalPrior(problem.prior_scale), likelihood)
 
 
@@ -230,9 +230,9 @@ def test_checkpoint_resume_continues_the_same_chain(tmp_path):
 def test_the_chain_keeps_a_channels_last_layout_through_a_checkpoint():
     """The sampler's tensors inherit the network's NHWC convolution weights, where oneDNN's
     CPU convolutions are faster, and a resumed chain keeps them."""
-    from pyrozoo.models import Categorical, TwoConvTwoFCNet
+    from pyrozoo.models import CategoricalLikelihood, TwoConvTwoFCNet
 
-    model = BayesianNeuralNetwork(TwoConvTwoFCNet(), NormalPrior(1.0), Categorical(100))
+    model = BayesianNeuralNetwork(TwoConvTwoFCNet(), NormalPrior(1.0), CategoricalLikelihood(100))
     sampler = SGHMC(model, lr=1e-7)
     x, y = torch.rand(4, 1, 28, 28), torch.randint(0, 10, (4,))
     sampler.step(x, y, torch.arange(4))
@@ -268,7 +268,7 @@ def test_thinning_and_burn_in_select_the_iterations():
 def test_dataset_size_is_taken_from_the_data_when_unset():
     problem = conjugate_problem(n=40)
     net = nn.Linear(3, 1, bias=False).double()
-    model = BayesianNeuralNetwork(net, NormalPrior(1.0), Gaussian(None, precision=2.0))
+    model = BayesianNeuralNetwork(net, NormalPrior(1.0), GaussianLikelihood(None, precision=2.0))
     SGLD(model, lr=1e-4).run((problem.x, problem.y.unsqueeze(-1)), num_steps=2, batch_size=10, progress=False)
     assert model.likelihood.dataset_size == 40
 

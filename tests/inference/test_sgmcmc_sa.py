@@ -16,7 +16,7 @@ from pyrozoo.inference import SpikeOnlyWarning
 from pyrozoo.inference.sgmcmc import SGHMC, SGLD
 from pyrozoo.inference.sgmcmc_sa import StochasticApproximation, delta_tilde, rho_tilde, sigma_tilde
 from pyrozoo.inference.step_sizes import PolynomialDecay
-from pyrozoo.models import BayesianNeuralNetwork, Categorical, Gaussian
+from pyrozoo.models import BayesianNeuralNetwork, CategoricalLikelihood, GaussianLikelihood
 from pyrozoo.models.spike_and_slab import SpikeAndSlabPrior
 
 # (v0, v1): the regression setting (Laplace narrower), the CIFAR setting (Gaussian narrower)
@@ -82,7 +82,7 @@ def sparse_linear_model(x, y, v0=0.1, v1=10.0, sigma=1.0, tied=True, dtype=torch
     net = nn.Linear(p, 1, bias=False).to(device=device, dtype=dtype)
     prior = SpikeAndSlabPrior(v0, v1, sparse={"expose_parameters": ["weight"]}, a=1.0, b=float(p))
     precision = dist.Gamma(0.5, 0.5) if tied else 1.0 / sigma**2
-    model = BayesianNeuralNetwork(net, prior, Gaussian(len(x), precision=precision))
+    model = BayesianNeuralNetwork(net, prior, GaussianLikelihood(len(x), precision=precision))
     return model, prior
 
 
@@ -172,7 +172,7 @@ def test_classification_uses_the_classification_root():
     y = torch.randint(0, 3, (30,))
     net = nn.Sequential(nn.Linear(5, 4), nn.ReLU(), nn.Linear(4, 3))
     prior = SpikeAndSlabPrior(1.0, 0.1, sparse={"expose_modules": ["0"], "hide_parameters": ["bias"]}, nu=10.0, lam=10.0)
-    model = BayesianNeuralNetwork(net, prior, Categorical(30))
+    model = BayesianNeuralNetwork(net, prior, CategoricalLikelihood(30))
     state = prior.empirical_bayes(model, sigma=1.0)
     sampler = SGHMC(model, lr=1e-4, adaptations=[StochasticApproximation(prior, 1.0)])
     sampler.step(x, y, torch.arange(30))
@@ -205,7 +205,7 @@ def test_sa_state_stays_finite_in_float32_with_large_weights():
     with torch.no_grad():
         net.weight.uniform_(-3, 3)
     prior = SpikeAndSlabPrior(0.005, 1e-5, sparse={"expose_parameters": ["weight"]}, nu=1000.0, lam=1000.0, a=500.0, b=500.0)
-    model = BayesianNeuralNetwork(net, prior, Categorical(1000))
+    model = BayesianNeuralNetwork(net, prior, CategoricalLikelihood(1000))
     state = prior.empirical_bayes(model, sigma=1.0, kappa0=5e-4, kappa1=5e-4)
     sampler = SGHMC(model, lr=1e-9, adaptations=[StochasticApproximation(prior, 0.5)])
     x, y = torch.randn(100, 50), torch.randint(0, 10, (100,))

@@ -168,11 +168,11 @@ def test_cuda_request_without_cuda_is_an_error():
 @pytest.mark.parametrize("bad_label", [3, -1])
 def test_labels_outside_the_classifier_range_are_named_before_training(bad_label):
     from pyrozoo.guides import SparseVariationalDropoutGuide
-    from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical, LogUniformPrior
+    from pyrozoo.models import MLP, BayesianNeuralNetwork, CategoricalLikelihood, LogUniformPrior
 
     x, y = torch.randn(40, 4), torch.randint(0, 3, (40,))
     y[7] = bad_label
-    model = BayesianNeuralNetwork(MLP(4, [6], 3), LogUniformPrior(), Categorical(40))  # improper: never drawn from
+    model = BayesianNeuralNetwork(MLP(4, [6], 3), LogUniformPrior(), CategoricalLikelihood(40))  # improper: never drawn from
     guide = SparseVariationalDropoutGuide(model)
     with pytest.raises(ValueError, match=rf"label\(s\) \[{bad_label}\].*0\.\.2"):
         fit(model, guide, (x, y), epochs=1, progress=False)

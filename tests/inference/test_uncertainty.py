@@ -9,7 +9,7 @@ from pyro.infer import Predictive
 
 from pyrozoo.guides import MeanFieldNormalGuide
 from pyrozoo.inference import SampleGuide, classification_uncertainty, posterior_samples, predict, regression_uncertainty, uncertainty
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical, Gaussian, NormalPrior
+from pyrozoo.models import MLP, BayesianNeuralNetwork, CategoricalLikelihood, GaussianLikelihood, NormalPrior
 
 F64 = torch.float64
 
@@ -124,7 +124,7 @@ def test_regression_noise_is_checked():
 
 
 def _classifier(device):
-    model = BayesianNeuralNetwork(MLP(5, [8], 3).to(device), NormalPrior(1.0), Categorical(40))
+    model = BayesianNeuralNetwork(MLP(5, [8], 3).to(device), NormalPrior(1.0), CategoricalLikelihood(40))
     x, y = torch.randn(20, 5, device=device), torch.randint(0, 3, (20,), device=device)
     guide = MeanFieldNormalGuide(model, init_scale=0.1)
     guide(x, y)
@@ -132,7 +132,7 @@ def _classifier(device):
 
 
 def _regressor(device, precision, outputs=1):
-    model = BayesianNeuralNetwork(MLP(5, [8], outputs).to(device), NormalPrior(1.0), Gaussian(40, precision=precision))
+    model = BayesianNeuralNetwork(MLP(5, [8], outputs).to(device), NormalPrior(1.0), GaussianLikelihood(40, precision=precision))
     x, y = torch.randn(20, 5, device=device), torch.randn(20, outputs, device=device)
     guide = MeanFieldNormalGuide(model, init_scale=0.1)
     guide(x, y)

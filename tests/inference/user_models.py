@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from pyrozoo.inference import fit
-from pyrozoo.models import BayesianNeuralNetwork, Categorical, NormalPrior
+from pyrozoo.models import BayesianNeuralNetwork, CategoricalLikelihood, NormalPrior
 
 
 @dataclass
@@ -135,7 +135,7 @@ def small_cnn(n_train: int = 500, n_test: int = 500, classes: int = 10, seed: in
     x_train, y_train = draw(n_train)
     x_test, y_test = draw(n_test)
     torch.manual_seed(seed)  # the network's initialisation (the guides start at it)
-    model = BayesianNeuralNetwork(TinyCNN(classes), NormalPrior(1.0), Categorical(n_train))
+    model = BayesianNeuralNetwork(TinyCNN(classes), NormalPrior(1.0), CategoricalLikelihood(n_train))
     chance = float(torch.bincount(y_test, minlength=classes).max()) / n_test
     return UserProblem("cnn", model, x_train, y_train, x_test, y_test, "accuracy", chance)
 

@@ -15,8 +15,8 @@ from torch.func import functional_call
 from pyrozoo.models import (
     MLP,
     BayesianNeuralNetwork,
-    Categorical,
-    Gaussian,
+    CategoricalLikelihood,
+    GaussianLikelihood,
     IIDPrior,
     NormalPrior,
     Prior,
@@ -42,10 +42,10 @@ def _classification(device, dtype, n=10):
 
 # (id, prior factory, likelihood factory, data factory)
 MODEL_CASES = [
-    ("normal-all-gaussian-fixed", lambda: NormalPrior(1.0), lambda: Gaussian(N, precision=2.0), _regression),
-    ("normal-weights-gaussian-gamma", lambda: NormalPrior(1.0, hide_parameters=["bias"]), lambda: Gaussian(N, precision=dist.Gamma(2.0, 1.0)), _regression),
-    ("mixture-first-layer-categorical", lambda: ScaleMixturePrior(expose_modules=["0"]), lambda: Categorical(N), _classification),
-    ("laplace-last-weight-categorical", lambda: IIDPrior(dist.Laplace(0.0, 1.0), expose_parameters=["2.weight"]), lambda: Categorical(N), _classification),
+    ("normal-all-gaussian-fixed", lambda: NormalPrior(1.0), lambda: GaussianLikelihood(N, precision=2.0), _regression),
+    ("normal-weights-gaussian-gamma", lambda: NormalPrior(1.0, hide_parameters=["bias"]), lambda: GaussianLikelihood(N, precision=dist.Gamma(2.0, 1.0)), _regression),
+    ("mixture-first-layer-categorical", lambda: ScaleMixturePrior(expose_modules=["0"]), lambda: CategoricalLikelihood(N), _classification),
+    ("laplace-last-weight-categorical", lambda: IIDPrior(dist.Laplace(0.0, 1.0), expose_parameters=["2.weight"]), lambda: CategoricalLikelihood(N), _classification),
 ]
 
 
@@ -174,7 +174,7 @@ def test_log_likelihood_agrees_with_the_trace(model_case, minibatch):
 
 
 def test_predictive_sampling_more_points_than_the_dataset(device):
-    model = BayesianNeuralNetwork(MLP(3, [4], 1).to(device), NormalPrior(1.0), Gaussian(5, precision=1.0))
+    model = BayesianNeuralNetwork(MLP(3, [4], 1).to(device), NormalPrior(1.0), GaussianLikelihood(5, precision=1.0))
     x = torch.randn(12, 3, device=device)
     samples = pyro.infer.Predictive(model, num_samples=4, return_sites=["obs", "_RETURN", "0.weight"])(x)
     assert samples["obs"].shape == (4, 12, 1)
@@ -190,7 +190,7 @@ def test_structured_prior_has_no_direct_evaluation():
             s = pyro.sample(f"{module_name}.scale", dist.HalfNormal(1.0))
             return {k: pyro.sample(f"{module_name}.{k}", dist.Normal(0.0, s).expand(p.shape).to_event(p.dim())) for k, p in params.items()}
 
-    model = BayesianNeuralNetwork(MLP(3, [4], 1), GroupScale(expose_modules=["0"]), Gaussian(precision=1.0))
+    model = BayesianNeuralNetwork(MLP(3, [4], 1), GroupScale(expose_modules=["0"]), GaussianLikelihood(precision=1.0))
     x, y = _regression("cpu", torch.float32)
     assert model.latent_sites(x) is None
     trace = poutine.trace(model).get_trace(x, y)
@@ -200,10 +200,10 @@ def test_structured_prior_has_no_direct_evaluation():
 def test_constructor_errors():
     net = MLP(3, [4], 1)
     with pytest.raises(ValueError, match="selects no parameter"):
-        BayesianNeuralNetwork(net, NormalPrior(1.0, expose_parameters=["nonexistent"]), Gaussian())
+        BayesianNeuralNetwork(net, NormalPrior(1.0, expose_parameters=["nonexistent"]), GaussianLikelihood())
     with pytest.raises(TypeError, match="nn.Module"):
-        BayesianNeuralNetwork(lambda x: x, NormalPrior(1.0), Gaussian())
+        BayesianNeuralNetwork(lambda x: x, NormalPrior(1.0), GaussianLikelihood())
     with pytest.raises(TypeError, match="Prior"):
-        BayesianNeuralNetwork(net, dist.Normal(0.0, 1.0), Gaussian())
+        BayesianNeuralNetwork(net, dist.Normal(0.0, 1.0), GaussianLikelihood())
     with pytest.raises(TypeError, match="Likelihood"):
         BayesianNeuralNetwork(net, NormalPrior(1.0), dist.Normal(0.0, 1.0))

@@ -8,7 +8,7 @@ import torch
 from pyro import poutine
 from torch import nn
 
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical, LeNet5
+from pyrozoo.models import MLP, BayesianNeuralNetwork, CategoricalLikelihood, LeNet5
 from pyrozoo.models.compression_priors import GroupHorseshoePrior, GroupNormalJeffreysPrior, group_dim
 
 QUANTILES = [0.1, 0.25, 0.5, 0.75, 0.9]
@@ -46,7 +46,7 @@ def test_half_cauchy_decomposition_quantiles(tau0, device):
 def test_sites_groups_and_scales(prior_cls):
     net = LeNet5()
     prior = prior_cls()
-    model = BayesianNeuralNetwork(net, prior, Categorical(dataset_size=10))
+    model = BayesianNeuralNetwork(net, prior, CategoricalLikelihood(dataset_size=10))
     x = torch.rand(2, 1, 28, 28)
     from pyro.infer.autoguide.initialization import InitMessenger
 
@@ -72,7 +72,7 @@ def test_sites_groups_and_scales(prior_cls):
 
 def test_initial_group_scale_of_the_horseshoe():
     prior = GroupHorseshoePrior(tau0=1e-4, init_scale=0.5)
-    model = BayesianNeuralNetwork(MLP(3, [4], 2), prior, Categorical(dataset_size=10))
+    model = BayesianNeuralNetwork(MLP(3, [4], 2), prior, CategoricalLikelihood(dataset_size=10))
     from pyro.infer.autoguide.initialization import InitMessenger
 
     from pyrozoo.guides.base import init_to_network
@@ -90,7 +90,7 @@ def test_bad_configurations_raise():
     with pytest.raises(ValueError, match="init_scale"):
         GroupHorseshoePrior(init_scale=math.inf)
     with pytest.raises(ValueError, match="hide biases"):
-        BayesianNeuralNetwork(MLP(3, [4], 2), GroupNormalJeffreysPrior(expose_parameters=["bias"]), Categorical(10))
+        BayesianNeuralNetwork(MLP(3, [4], 2), GroupNormalJeffreysPrior(expose_parameters=["bias"]), CategoricalLikelihood(10))
     with pytest.raises(TypeError, match="Linear and Conv"):
         net = nn.Sequential(nn.Linear(3, 4), nn.Bilinear(4, 4, 2))
-        BayesianNeuralNetwork(net, GroupNormalJeffreysPrior(expose_types=[nn.Linear, nn.Bilinear], hide_parameters=["bias"]), Categorical(10))
+        BayesianNeuralNetwork(net, GroupNormalJeffreysPrior(expose_types=[nn.Linear, nn.Bilinear], hide_parameters=["bias"]), CategoricalLikelihood(10))

@@ -10,22 +10,22 @@ import torch
 from scipy import stats
 from scipy.special import logsumexp
 
-from pyrozoo.models import Categorical, Gaussian, Likelihood
+from pyrozoo.models import CategoricalLikelihood, GaussianLikelihood, Likelihood
 from tests.stats import gaussian_variance_rel_tolerance, mean_tolerance
 
 N, n = 50, 8
 
 
 def _gaussian_fixed(**kw):
-    return Gaussian(dataset_size=N, precision=4.0, **kw)
+    return GaussianLikelihood(dataset_size=N, precision=4.0, **kw)
 
 
 def _gaussian_gamma(**kw):
-    return Gaussian(dataset_size=N, precision=dist.Gamma(6.0, 6.0), **kw)
+    return GaussianLikelihood(dataset_size=N, precision=dist.Gamma(6.0, 6.0), **kw)
 
 
 def _categorical(**kw):
-    return Categorical(dataset_size=N, **kw)
+    return CategoricalLikelihood(dataset_size=N, **kw)
 
 
 def _data(kind, batch, device, dtype, g=None):
@@ -97,7 +97,7 @@ def test_minibatch_log_likelihood_is_unbiased():
     lik = _gaussian_fixed()
     f, y = _data("regression", N, "cpu", torch.float64)
     full = lik.scaled_log_likelihood(f, y, {})
-    lik_full = Gaussian(dataset_size=None, precision=4.0)
+    lik_full = GaussianLikelihood(dataset_size=None, precision=4.0)
     torch.testing.assert_close(full, lik_full.scaled_log_likelihood(f, y, {}))
     perm = torch.randperm(N)
     batches = [perm[i : i + 10] for i in range(0, N, 10)]
@@ -117,7 +117,7 @@ def test_scaled_log_likelihood_equals_trace(lik_case, device, dtype):
 
 
 def test_gaussian_log_likelihood_against_scipy():
-    lik = Gaussian(dataset_size=N, precision=2.5)
+    lik = GaussianLikelihood(dataset_size=N, precision=2.5)
     f, y = _data("regression", n, "cpu", torch.float64)
     expected = stats.norm.logpdf(y.numpy(), f.numpy(), 2.5**-0.5).sum() * N / n
     assert lik.scaled_log_likelihood(f, y, {}).item() == pytest.approx(expected, rel=1e-12)
@@ -126,7 +126,7 @@ def test_gaussian_log_likelihood_against_scipy():
 
 
 def test_categorical_log_likelihood_against_numpy():
-    lik = Categorical(dataset_size=N)
+    lik = CategoricalLikelihood(dataset_size=N)
     f, y = _data("categorical", n, "cpu", torch.float64)
     logits = f.numpy()
     log_probs = logits - logsumexp(logits, axis=-1, keepdims=True)
@@ -138,7 +138,7 @@ def test_precision_prior_site(device):
     lik = _gaussian_gamma()
     f, y = _data("regression", n, device, torch.float64)
     trace = _trace(lik, f, y)
-    site = trace.nodes[Gaussian.PRECISION_SITE]
+    site = trace.nodes[GaussianLikelihood.PRECISION_SITE]
     assert not site["is_observed"] and site["value"].shape == ()
     assert site["value"].device.type == device.type and site["value"].dtype == torch.float64
     assert isinstance(site["fn"], dist.Gamma)
@@ -200,7 +200,7 @@ def test_log_predictive_against_direct_computation(lik_case, dtype):
 
 
 def test_gaussian_log_predictive_multi_output():
-    lik = Gaussian(precision=3.0)
+    lik = GaussianLikelihood(precision=3.0)
     g = torch.Generator().manual_seed(2)
     f = torch.randn(5, n, 2, generator=g, dtype=torch.float64)
     y = torch.randn(n, 2, generator=g, dtype=torch.float64)
@@ -231,7 +231,7 @@ def test_gaussian_aggregate_moments():
 
 
 def test_gaussian_aggregate_fixed_precision_single_sample():
-    lik = Gaussian(precision=4.0)
+    lik = GaussianLikelihood(precision=4.0)
     f = torch.randn(1, 6, 1)
     pred = lik.aggregate(f)
     torch.testing.assert_close(pred.mean, f[0])
@@ -239,7 +239,7 @@ def test_gaussian_aggregate_fixed_precision_single_sample():
 
 
 def test_categorical_aggregate():
-    lik = Categorical()
+    lik = CategoricalLikelihood()
     g = torch.Generator().manual_seed(4)
     f = torch.randn(6, n, 3, generator=g, dtype=torch.float64)
     pred = lik.aggregate(f)
@@ -254,13 +254,13 @@ def test_categorical_aggregate():
 
 
 BAD_TARGETS = [
-    ("gauss-width", Gaussian(precision=1.0), (n, 1), torch.zeros(n, 2), ValueError, r"\(8, 2\).*\(8, 1\)"),
-    ("gauss-1d-target-for-2-outputs", Gaussian(precision=1.0), (n, 2), torch.zeros(n), ValueError, "do not match"),
-    ("gauss-length", Gaussian(precision=1.0), (n, 1), torch.zeros(n + 1, 1), ValueError, "do not match"),
-    ("cat-label-shape", Categorical(), (n, 3), torch.zeros(n, 1, dtype=torch.long), ValueError, r"expected labels of shape \(8,\)"),
-    ("cat-1d-logits", Categorical(), (n,), torch.zeros(n, dtype=torch.long), ValueError, r"\(n, classes\)"),
-    ("cat-float-labels", Categorical(), (n, 3), torch.zeros(n), TypeError, "integer"),
-    ("cat-bool-labels", Categorical(), (n, 3), torch.zeros(n, dtype=torch.bool), TypeError, "integer"),
+    ("gauss-width", GaussianLikelihood(precision=1.0), (n, 1), torch.zeros(n, 2), ValueError, r"\(8, 2\).*\(8, 1\)"),
+    ("gauss-1d-target-for-2-outputs", GaussianLikelihood(precision=1.0), (n, 2), torch.zeros(n), ValueError, "do not match"),
+    ("gauss-length", GaussianLikelihood(precision=1.0), (n, 1), torch.zeros(n + 1, 1), ValueError, "do not match"),
+    ("cat-label-shape", CategoricalLikelihood(), (n, 3), torch.zeros(n, 1, dtype=torch.long), ValueError, r"expected labels of shape \(8,\)"),
+    ("cat-1d-logits", CategoricalLikelihood(), (n,), torch.zeros(n, dtype=torch.long), ValueError, r"\(n, classes\)"),
+    ("cat-float-labels", CategoricalLikelihood(), (n, 3), torch.zeros(n), TypeError, "integer"),
+    ("cat-bool-labels", CategoricalLikelihood(), (n, 3), torch.zeros(n, dtype=torch.bool), TypeError, "integer"),
 ]
 
 
@@ -283,12 +283,12 @@ def test_bad_targets_raise_clear_errors_in_direct_evaluation(lik, f_shape, y, er
 
 def test_scalar_predictions_raise():
     with pytest.raises(ValueError, match="leading batch dimension"):
-        Gaussian()(torch.tensor(1.0), torch.tensor(1.0))
+        GaussianLikelihood()(torch.tensor(1.0), torch.tensor(1.0))
 
 
 def test_subsample_of_wrong_length_raises():
     f, y = _data("regression", n, "cpu", torch.float32)
-    for lik in (Gaussian(dataset_size=N), Gaussian()):
+    for lik in (GaussianLikelihood(dataset_size=N), GaussianLikelihood()):
         with pytest.raises(ValueError, match="subsample"):
             lik(f, y, torch.arange(n + 1))
 
@@ -296,7 +296,7 @@ def test_subsample_of_wrong_length_raises():
 @pytest.mark.parametrize("size", [0, -3, 2.5, "10"])
 def test_bad_dataset_size_raises(size):
     with pytest.raises(ValueError, match="dataset_size"):
-        Gaussian(dataset_size=size)
+        GaussianLikelihood(dataset_size=size)
 
 
 @pytest.mark.parametrize(
@@ -306,7 +306,7 @@ def test_bad_dataset_size_raises(size):
 )
 def test_bad_precision_raises(precision):
     with pytest.raises(ValueError, match="precision"):
-        Gaussian(precision=precision)
+        GaussianLikelihood(precision=precision)
 
 
 
@@ -321,10 +321,10 @@ def test_bad_precision_raises(precision):
     ids=["gamma", "inverse-gamma", "lognormal", "half-cauchy"],
 )
 def test_positive_precision_priors_work(prior, dtype):
-    lik = Gaussian(dataset_size=N, precision=prior)
+    lik = GaussianLikelihood(dataset_size=N, precision=prior)
     f, y = _data("regression", n, "cpu", dtype)
     trace = _trace(lik, f, y)
-    site = trace.nodes[Gaussian.PRECISION_SITE]
+    site = trace.nodes[GaussianLikelihood.PRECISION_SITE]
     assert site["value"].dtype == dtype and site["value"] > 0
     torch.testing.assert_close(site["fn"].mean.double(), prior.mean.double())
 
@@ -343,7 +343,7 @@ BAD_LABELS = [
 @pytest.mark.parametrize("labels,error,match", [c[1:] for c in BAD_LABELS], ids=[c[0] for c in BAD_LABELS])
 def test_categorical_label_range(labels, error, match):
     with pytest.raises(error, match=match):
-        Categorical().check_labels(labels, 3)
+        CategoricalLikelihood().check_labels(labels, 3)
 
 
 @pytest.mark.parametrize("labels", [torch.tensor([0, 1, 3, 2, 0, 1, 2, 0]), torch.tensor([0, -1, 2, 2, 0, 1, 2, 0])], ids=["K", "negative"])
@@ -351,9 +351,9 @@ def test_log_predictive_refuses_labels_out_of_range(labels):
     """A ValueError naming the labels, not an index error from the gather (a device-side
     assert on CUDA)."""
     with pytest.raises(ValueError, match="outside the likelihood's range"):
-        Categorical().log_predictive(torch.randn(4, n, 3), labels)
+        CategoricalLikelihood().log_predictive(torch.randn(4, n, 3), labels)
 
 
 def test_labels_in_range_pass():
-    Categorical().check_labels(torch.tensor([0, 1, 2, 2, 0, 1, 2, 0]), 3)
-    Categorical().check_labels(torch.zeros(0, dtype=torch.long), 3)
+    CategoricalLikelihood().check_labels(torch.tensor([0, 1, 2, 2, 0, 1, 2, 0]), 3)
+    CategoricalLikelihood().check_labels(torch.zeros(0, dtype=torch.long), 3)

@@ -13,7 +13,7 @@ from pyrozoo.data import toy_regression_1d
 from pyrozoo.distributions import SemiImplicit, semi_implicit_role, semi_implicit_samples
 from pyrozoo.guides import MeanFieldNormalGuide
 from pyrozoo.inference import ClosedFormKL_ELBO
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Gaussian, NormalGammaPrior
+from pyrozoo.models import MLP, BayesianNeuralNetwork, GaussianLikelihood, NormalGammaPrior
 
 SCOPES = ["weight", "parameter"]
 
@@ -22,7 +22,7 @@ def _model(form, scope="weight", n=24):
     x, y = toy_regression_1d(n)
     net = MLP(1, [6], 1)
     torch.manual_seed(0)
-    return BayesianNeuralNetwork(net, NormalGammaPrior(2.0, 1.5, form=form, scope=scope, num_mixing=8), Gaussian(n, precision=dist.Gamma(6.0, 6.0))), x, y
+    return BayesianNeuralNetwork(net, NormalGammaPrior(2.0, 1.5, form=form, scope=scope, num_mixing=8), GaussianLikelihood(n, precision=dist.Gamma(6.0, 6.0))), x, y
 
 
 def test_sites_of_each_form():

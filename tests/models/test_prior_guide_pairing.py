@@ -34,8 +34,8 @@ from pyrozoo.inference.sgmcmc_sa import StochasticApproximation
 from pyrozoo.models import (
     ARDPrior,
     BayesianNeuralNetwork,
-    Categorical,
-    Gaussian,
+    CategoricalLikelihood,
+    GaussianLikelihood,
     GroupNormalJeffreysPrior,
     LogUniformPrior,
     RadialDirectionalPrior,
@@ -69,7 +69,7 @@ def tiny_cnn() -> nn.Module:
 
 def cnn_model(prior, n=100, seed=0):
     torch.manual_seed(seed)
-    model = BayesianNeuralNetwork(tiny_cnn(), prior, Categorical(n))
+    model = BayesianNeuralNetwork(tiny_cnn(), prior, CategoricalLikelihood(n))
     return model, synthetic_images(n, seed)
 
 
@@ -322,7 +322,7 @@ def test_sa_on_a_plain_model_is_the_same_chain_as_on_a_network():
     n, p = x.shape
     net = nn.Linear(p, 1, bias=False).double()
     network_prior = SpikeAndSlabPrior(V0, V1, sparse={"expose_parameters": ["weight"]}, a=1.0, b=float(p))
-    network = BayesianNeuralNetwork(net, network_prior, Gaussian(n, precision=dist.Gamma(0.5, 0.5)))
+    network = BayesianNeuralNetwork(net, network_prior, GaussianLikelihood(n, precision=dist.Gamma(0.5, 0.5)))
     network_prior.empirical_bayes(network, sigma=1.0)
 
     plain_prior = SpikeAndSlabPrior(V0, V1, a=1.0, b=float(p))
@@ -340,7 +340,7 @@ def test_sa_on_a_plain_model_is_the_same_chain_as_on_a_network():
     for model, prior, options in [(network, network_prior, {}), (plain, plain_prior, {"noise_site": "precision"})]:
         chain = SGLD(model, lr=1e-3, adaptations=[StochasticApproximation(prior, 0.5, **options)])
         chain.run((x, y), num_steps=12, batch_size=10, progress=False, seed=1)
-        (beta,) = [v for name, v in chain.values().items() if name != "precision" and name != Gaussian.PRECISION_SITE]
+        (beta,) = [v for name, v in chain.values().items() if name != "precision" and name != GaussianLikelihood.PRECISION_SITE]
         (rho,) = prior.state.rho.values()
         runs.append((beta, rho, prior.state.sigma.clone()))
     (beta_a, rho_a, sigma_a), (beta_b, rho_b, sigma_b) = runs
@@ -359,7 +359,7 @@ def test_sa_messages_say_how_to_set_up_a_plain_model():
     with pytest.raises(ValueError, match=r"call prior.empirical_bayes\(\{'beta': shape"):
         prior.sample_sparse("beta")
     with pytest.raises(ValueError, match=r"SpikeAndSlabPrior\(sparse=None\) is the form for plain Pyro models"):
-        BayesianNeuralNetwork(nn.Linear(3, 1), prior, Gaussian(10, precision=1.0))
+        BayesianNeuralNetwork(nn.Linear(3, 1), prior, GaussianLikelihood(10, precision=1.0))
 
     # a sparse site the model draws from anything else would never feel the SA updates
     x, y = _sparse_regression()

@@ -11,7 +11,7 @@ from torch import nn
 
 from pyrozoo.distributions import HypersphericalUniform, VonMisesFisher
 from pyrozoo.ops.special import bessel_iv_ratio
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical, Gaussian, RadialDirectionalPrior
+from pyrozoo.models import MLP, BayesianNeuralNetwork, CategoricalLikelihood, GaussianLikelihood, RadialDirectionalPrior
 from pyrozoo.models.radial_directional import GROUPINGS, LOCATION_SITE_KEY, compose_weight, decompose_weight, weight_groups
 from pyrozoo.models.priors import INIT_VALUE_KEY
 
@@ -25,7 +25,7 @@ LAYER_CASES = {
 
 def _trace(prior, layer, x_shape, dtype=torch.float64, device="cpu"):
     net = nn.Sequential(layer).to(device=device, dtype=dtype)
-    model = BayesianNeuralNetwork(net, prior, Gaussian(precision=1.0))
+    model = BayesianNeuralNetwork(net, prior, GaussianLikelihood(precision=1.0))
     x = torch.randn(x_shape, dtype=dtype, device=device)
     return model, poutine.trace(model).get_trace(x), net
 
@@ -106,7 +106,7 @@ def test_initial_values_recompose_the_network_weight():
 
 def test_dimension_one_layers_and_biases_fall_back_to_normal():
     net = MLP(4, [6], 1)  # the UCI output layer 6 -> 1
-    model = BayesianNeuralNetwork(net, RadialDirectionalPrior(fallback_scale=0.5), Gaussian(precision=1.0))
+    model = BayesianNeuralNetwork(net, RadialDirectionalPrior(fallback_scale=0.5), GaussianLikelihood(precision=1.0))
     trace = poutine.trace(model).get_trace(torch.randn(3, 4))
     for name in ("2.weight", "0.bias", "2.bias"):
         fn = trace.nodes[name]["fn"]
@@ -176,6 +176,6 @@ def test_unsupported_modules_raise():
             return x @ self.weight.T
 
     with pytest.raises(TypeError, match="Linear and convolution"):
-        BayesianNeuralNetwork(Bilinear(), RadialDirectionalPrior(expose_parameters=["weight"]), Gaussian(precision=1.0))
+        BayesianNeuralNetwork(Bilinear(), RadialDirectionalPrior(expose_parameters=["weight"]), GaussianLikelihood(precision=1.0))
     with pytest.raises(NotImplementedError, match="grouped convolution"):
-        BayesianNeuralNetwork(nn.Conv2d(4, 4, 3, groups=2), RadialDirectionalPrior(), Categorical())
+        BayesianNeuralNetwork(nn.Conv2d(4, 4, 3, groups=2), RadialDirectionalPrior(), CategoricalLikelihood())

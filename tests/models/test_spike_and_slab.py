@@ -10,7 +10,7 @@ import torch
 from pyro import poutine
 from torch import nn
 
-from pyrozoo.models import BayesianNeuralNetwork, Categorical
+from pyrozoo.models import BayesianNeuralNetwork, CategoricalLikelihood
 from pyrozoo.models.spike_and_slab import SpikeAndSlabPrior
 
 
@@ -29,7 +29,7 @@ def trace_model(model, x):
 
 def test_hierarchical_sites_and_conditionals(device):
     prior = ssgl()
-    model = BayesianNeuralNetwork(cnn_like(device), prior, Categorical(None))
+    model = BayesianNeuralNetwork(cnn_like(device), prior, CategoricalLikelihood(None))
     x = torch.randn(4, 6, device=device)
     trace = trace_model(model, x)
     names = [n for n, s in trace.nodes.items() if s["type"] == "sample"]
@@ -50,7 +50,7 @@ def test_hierarchical_sites_and_conditionals(device):
 def test_prior_draws_match_the_hierarchy():
     """Across prior draws, the Gaussian-indicator rate follows delta (mean a / (a + b))."""
     prior = ssgl(a=3.0, b=7.0, sparse={"hide_parameters": ["bias"]})
-    model = BayesianNeuralNetwork(nn.Linear(50, 40), prior, Categorical(None))
+    model = BayesianNeuralNetwork(nn.Linear(50, 40), prior, CategoricalLikelihood(None))
     x = torch.randn(2, 50)
     rates = torch.stack([trace_model(model, x).nodes["weight.gamma"]["value"].mean() for _ in range(300)])
     # Var of the rate: Var(delta) + E[delta(1-delta)] / 2000 for Beta(3, 7)
@@ -64,7 +64,7 @@ def test_empirical_bayes_site_is_the_expected_log_density_of_eq_10(device, dtype
     of the two components' log-densities."""
     net = cnn_like(device, dtype)
     prior = ssgl()
-    model = BayesianNeuralNetwork(net, prior, Categorical(None))
+    model = BayesianNeuralNetwork(net, prior, CategoricalLikelihood(None))
     state = prior.empirical_bayes(model, sigma=1.7)
     state.rho["0.weight"].uniform_(0.0, 1.0)
     state.kappa0["0.weight"].copy_((1 - state.rho["0.weight"]) / prior.v0)
@@ -86,7 +86,7 @@ def test_empirical_bayes_site_is_the_expected_log_density_of_eq_10(device, dtype
 
 def test_empirical_bayes_defaults_follow_eq_13():
     prior = ssgl()
-    model = BayesianNeuralNetwork(cnn_like(), prior, Categorical(None))
+    model = BayesianNeuralNetwork(cnn_like(), prior, CategoricalLikelihood(None))
     state = prior.empirical_bayes(model, rho=0.25)
     assert torch.allclose(state.kappa0["0.weight"], torch.full((5, 6), 0.75 / 0.1))
     assert torch.allclose(state.kappa1["0.weight"], torch.full((5, 6), 0.25 / 10.0))
@@ -114,20 +114,20 @@ def test_invalid_hyperparameters_raise(kwargs, match):
 
 def test_sparse_selection_must_select_something():
     with pytest.raises(ValueError, match="no sparse layer"):
-        BayesianNeuralNetwork(cnn_like(), ssgl(sparse={"expose_modules": ["fc9"]}), Categorical(None))
+        BayesianNeuralNetwork(cnn_like(), ssgl(sparse={"expose_modules": ["fc9"]}), CategoricalLikelihood(None))
 
 
 @pytest.mark.parametrize("kwargs, match", [({"rho": 1.5}, "rho"), ({"sigma": 0.0}, "sigma"), ({"kappa0": 0.0, "kappa1": 0.0}, "both be 0"), ({"kappa1": -1.0}, "kappa1")])
 def test_invalid_empirical_bayes_initial_values_raise(kwargs, match):
     prior = ssgl()
-    model = BayesianNeuralNetwork(cnn_like(), prior, Categorical(None))
+    model = BayesianNeuralNetwork(cnn_like(), prior, CategoricalLikelihood(None))
     with pytest.raises(ValueError, match=match):
         prior.empirical_bayes(model, **kwargs)
 
 
 def test_layer_scale_must_name_sparse_parameters():
     with pytest.raises(ValueError, match=r"layer_scale names \['2.weight'\], which are not sparse.*\['0.weight'\]"):
-        BayesianNeuralNetwork(cnn_like(), ssgl(layer_scale={"2.weight": 2.0}), Categorical(None))
+        BayesianNeuralNetwork(cnn_like(), ssgl(layer_scale={"2.weight": 2.0}), CategoricalLikelihood(None))
 
 
 @pytest.mark.parametrize("form", ["empirical-bayes", "hierarchical"])
@@ -147,7 +147,7 @@ def test_layer_scale_carries_the_prior_to_rescaled_targets(form, device):
     raw, scaled = ssgl(sparse=sparse), ssgl(sparse=sparse, layer_scale={"0.weight": s})
     log_prob = {}
     for key, prior, sig, w in (("raw", raw, sigma, weights), ("scaled", scaled, sigma / s, rescaled)):
-        model = BayesianNeuralNetwork(cnn_like(device, dtype), prior, Categorical(None))
+        model = BayesianNeuralNetwork(cnn_like(device, dtype), prior, CategoricalLikelihood(None))
         x = torch.randn(2, 6, device=device, dtype=dtype)
         if form == "empirical-bayes":
             state = prior.empirical_bayes(model, sigma=sig, rho=0.3)

@@ -12,7 +12,7 @@ import pytest
 import torch
 from pyro import poutine
 
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical
+from pyrozoo.models import MLP, BayesianNeuralNetwork, CategoricalLikelihood
 from zoo_protocols.bayes_by_backprop import SPEC, settings
 from tests.runner import STUDIES, run_example
 
@@ -92,7 +92,7 @@ def test_both_implementations_estimate_the_exact_kl(bbb_script):
     exact = sum(_exact_kl(mu.double().numpy().ravel(), s.double().numpy().ravel(), prior) for mu, s in params)
     # pyrozoo: the example's prior and guide declarations, parameters set to the fixed posterior
     s = settings(0.5, 0.0, 6.0, 0.01, "blundell")
-    model = BayesianNeuralNetwork(MLP(sizes[0], sizes[1:-1], sizes[-1]), SPEC.prior(s), Categorical(100))
+    model = BayesianNeuralNetwork(MLP(sizes[0], sizes[1:-1], sizes[-1]), SPEC.prior(s), CategoricalLikelihood(100))
     guide = SPEC.guide(model, s)
     x, y = torch.zeros(4, sizes[0]), torch.zeros(4, dtype=torch.long)
     with poutine.block():

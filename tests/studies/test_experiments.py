@@ -11,7 +11,7 @@ import torch
 from pyro import poutine
 
 from pyrozoo.guides import VariationalDropoutGuide
-from pyrozoo.models import BayesianNeuralNetwork, Categorical
+from pyrozoo.models import BayesianNeuralNetwork, CategoricalLikelihood
 from pyrozoo.models.dropout_priors import LogUniformPrior
 from pyrozoo.poutine import local_reparameterization
 from tests.runner import STUDIES, run_example
@@ -49,7 +49,7 @@ def test_zero_mean_quick_run_writes_a_table_with_a_verdict(tmp_path, monkeypatch
 def _pyrozoo_layer(sigma: torch.Tensor):
     """One linear layer, zero-mean under pyrozoo's guide, its scales set to ``sigma``."""
     net = torch.nn.Linear(sigma.shape[1], sigma.shape[0], bias=False)
-    model = BayesianNeuralNetwork(net, LogUniformPrior(), Categorical(dataset_size=1))
+    model = BayesianNeuralNetwork(net, LogUniformPrior(), CategoricalLikelihood(dataset_size=1))
     guide = VariationalDropoutGuide(model, parameterization="zero-mean")
     guide(torch.zeros(1, sigma.shape[1]), torch.zeros(1, dtype=torch.long))
     with torch.no_grad():

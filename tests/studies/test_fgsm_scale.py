@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pyrozoo.models import BayesianNeuralNetwork, Categorical, TwoConvTwoFCNet
+from pyrozoo.models import BayesianNeuralNetwork, CategoricalLikelihood, TwoConvTwoFCNet
 from pyrozoo.robustness import fgsm_attack
 from zoo_protocols.cnn import Predictor
 from zoo_protocols.config import RunConfig
@@ -162,7 +162,7 @@ def _predictor(n=8, draws=2, seed=0):
     torch.manual_seed(seed)
     net = TwoConvTwoFCNet(channels_last=False)
     spec = declaration("map")
-    model = BayesianNeuralNetwork(net, spec.prior(RunConfig().settings({"prior_scale": 1.0}, spec.defaults)), Categorical(100))
+    model = BayesianNeuralNetwork(net, spec.prior(RunConfig().settings({"prior_scale": 1.0}, spec.defaults)), CategoricalLikelihood(100))
     values = [{name: torch.randn_like(p) * 0.05 for name, p in net.named_parameters()} for _ in range(draws)]
     x = torch.randint(0, 257, (n, 1, 28, 28)).float() / 256
     y = torch.randint(0, 10, (n,))

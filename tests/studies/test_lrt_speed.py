@@ -12,7 +12,7 @@ import torch
 from pyro import poutine
 
 from pyrozoo.guides import MeanFieldNormalGuide
-from pyrozoo.models import BayesianNeuralNetwork, Categorical, NormalPrior
+from pyrozoo.models import BayesianNeuralNetwork, CategoricalLikelihood, NormalPrior
 from pyrozoo.poutine import local_reparameterization, weights_per_example
 from tests.runner import STUDIES, run_example
 
@@ -44,7 +44,7 @@ A = torch.tensor([[1.0, 2.0, -1.0], [0.0, -0.5, 1.5]])
 
 def _pyrozoo_outputs(handler, x):
     """Samples of the layer output under a pyrozoo handler, the guide set to the posterior above."""
-    model = BayesianNeuralNetwork(torch.nn.Linear(3, 2), NormalPrior(1.0), Categorical(dataset_size=1))
+    model = BayesianNeuralNetwork(torch.nn.Linear(3, 2), NormalPrior(1.0), CategoricalLikelihood(dataset_size=1))
     guide = MeanFieldNormalGuide(model)
     with poutine.block():
         guide(x[:1], torch.zeros(1, dtype=torch.long))

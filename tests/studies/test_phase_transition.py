@@ -12,7 +12,7 @@ import torch
 from torch.distributions import kl_divergence
 
 from pyrozoo.guides import VariationalDropoutGuide
-from pyrozoo.models import BayesianNeuralNetwork, Categorical
+from pyrozoo.models import BayesianNeuralNetwork, CategoricalLikelihood
 from pyrozoo.models.dropout_priors import LogUniformPrior
 from tests.runner import STUDIES, run_example
 
@@ -53,7 +53,7 @@ def test_the_re_implementations_kl_is_pyrozoos(script, shared):
         layer.log_alpha.copy_(torch.linspace(-3, 2, layer.log_alpha.numel()).reshape(layer.log_alpha.shape))
     pyro.clear_param_store()
     net = torch.nn.Linear(6, 4)
-    model = BayesianNeuralNetwork(net, LogUniformPrior(), Categorical(dataset_size=1))
+    model = BayesianNeuralNetwork(net, LogUniformPrior(), CategoricalLikelihood(dataset_size=1))
     guide = VariationalDropoutGuide(model, parameterization=shared)
     guide(torch.zeros(1, 6), torch.zeros(1, dtype=torch.long))
     with torch.no_grad():

@@ -13,7 +13,7 @@ from pyrozoo import metrics
 from pyrozoo.inference import training
 from pyrozoo.inference.prediction import PredictiveRecord, record_predictive
 from pyrozoo.inference.sgmcmc import StochasticGradientMCMC
-from pyrozoo.models import Gaussian
+from pyrozoo.models import GaussianLikelihood
 from zoo_protocols import baselines
 from zoo_protocols import compare as harness
 from zoo_protocols.uci import UCI_METHODS, register_uci_method
@@ -52,7 +52,7 @@ def test_coverage_of_exact_predictive_is_nominal(num_draws, device, dtype):
     precision = torch.rand(num_draws, device=device, dtype=dtype) * 3 + 0.5
     component = torch.randint(num_draws, (n,), device=device)
     y = f[component, torch.arange(n, device=device), 0] + precision[component].rsqrt() * torch.randn(n, device=device, dtype=dtype)
-    likelihood = Gaussian(n, precision=dist.Gamma(1.0, 1.0))
+    likelihood = GaussianLikelihood(n, precision=dist.Gamma(1.0, 1.0))
     pit = likelihood.predictive_cdf(f, y, {"precision": precision})
     assert pit.shape == (n, 1) and pit.dtype == dtype
     coverage = metrics.interval_coverage(pit, LEVELS)
@@ -64,7 +64,7 @@ def test_coverage_is_a_monotone_fraction_and_detects_overconfidence():
     torch.manual_seed(1)
     n = 3000
     y = torch.randn(n)
-    likelihood = Gaussian(n, precision=4.0)  # predictive std 0.5 for unit-variance targets: overconfident
+    likelihood = GaussianLikelihood(n, precision=4.0)  # predictive std 0.5 for unit-variance targets: overconfident
     pit = likelihood.predictive_cdf(torch.zeros(1, n, 1), y, {})
     levels = torch.linspace(0, 1, 21)
     coverage = metrics.interval_coverage(pit, levels)
@@ -113,7 +113,7 @@ def test_evaluate_records_a_calibrated_predictive(device):
     from pyrozoo.inference import evaluate
 
     n = 3000
-    model, guide, net = _model_with_known_predictive(Gaussian(n, precision=4.0), 1, device, torch.zeros(2, device=device))
+    model, guide, net = _model_with_known_predictive(GaussianLikelihood(n, precision=4.0), 1, device, torch.zeros(2, device=device))
     x = torch.randn(n, 3, device=device)
     with torch.no_grad():
         y = (net(x) + 0.5 * torch.randn(n, 1, device=device)).squeeze(-1)
@@ -128,10 +128,10 @@ def test_evaluate_records_a_calibrated_predictive(device):
 
 def test_evaluate_records_classification(device):
     from pyrozoo.inference import evaluate
-    from pyrozoo.models import Categorical
+    from pyrozoo.models import CategoricalLikelihood
 
     n = 4000
-    model, guide, net = _model_with_known_predictive(Categorical(n), 4, device, torch.zeros(2, dtype=torch.long, device=device))
+    model, guide, net = _model_with_known_predictive(CategoricalLikelihood(n), 4, device, torch.zeros(2, dtype=torch.long, device=device))
     x = 2 * torch.randn(n, 3, device=device)
     with torch.no_grad():
         y = torch.distributions.Categorical(logits=net(x)).sample()

@@ -10,7 +10,7 @@ from zoo_protocols import compress_bayesian_compression as bc, compress_rdp as r
 from zoo_protocols.config import RunConfig
 from zoo_protocols.lenet_recipes import fit_recipe, kl_warmup, linear_to_zero, network_for
 from zoo_protocols.methods import method
-from pyrozoo.models import BayesianNeuralNetwork, Categorical
+from pyrozoo.models import BayesianNeuralNetwork, CategoricalLikelihood
 
 EPOCHS = 1
 
@@ -20,7 +20,7 @@ def train_sparse_vd_before(train, config, epochs):
     pyro.clear_param_store()
     torch.manual_seed(config.seed)
     net = network_for(config, s["init"])
-    model = BayesianNeuralNetwork(net, svd.PRIORS[s["prior"]](), Categorical(dataset_size=len(train[0])))
+    model = BayesianNeuralNetwork(net, svd.PRIORS[s["prior"]](), CategoricalLikelihood(dataset_size=len(train[0])))
     guide = svd.SPEC.guide(model, s)
     hold = 0.5 if config.arch == "lenet300" else 0.0
     fit_arguments = {**svd.SPEC.fit_arguments(s, epochs), "kl_schedule": kl_warmup(epochs)}
@@ -33,7 +33,7 @@ def train_bayesian_compression_before(train, config, epochs, spec):
     pyro.clear_param_store()
     torch.manual_seed(config.seed)
     net = network_for(config, s["init"])
-    model = BayesianNeuralNetwork(net, spec.prior(s), Categorical(dataset_size=len(train[0])))
+    model = BayesianNeuralNetwork(net, spec.prior(s), CategoricalLikelihood(dataset_size=len(train[0])))
     guide = spec.guide(model, s)
     lr_schedule = linear_to_zero(epochs, float(s["lr_hold"]))
     fit_arguments = {**spec.fit_arguments(s, epochs), "kl_schedule": kl_warmup(epochs)}
@@ -46,7 +46,7 @@ def train_rdp_before(train, config, epochs):
     pyro.clear_param_store()
     torch.manual_seed(config.seed)
     net = network_for(config, "torch")
-    model = BayesianNeuralNetwork(net, rdp.SPEC.prior(s), Categorical(dataset_size=len(train[0])))
+    model = BayesianNeuralNetwork(net, rdp.SPEC.prior(s), CategoricalLikelihood(dataset_size=len(train[0])))
     guide = rdp.SPEC.guide(model, s)
     history = fit_recipe(model, guide, train, config, epochs, float(s["lr"]), **rdp.SPEC.fit_arguments(s, epochs))
     return model, guide, history

@@ -14,7 +14,7 @@ import torch
 from pyrozoo.distributions import PriorComponentCache
 from pyrozoo.inference import DSIVI_ELBO, fit
 from pyrozoo.inference.sample_storage import InMemorySamples
-from pyrozoo.models import MLP, VAE, AmortizedNormalGuide, BayesianNeuralNetwork, Categorical, Gaussian, GaussianEncoder, NormalGammaPrior
+from pyrozoo.models import MLP, VAE, AmortizedNormalGuide, BayesianNeuralNetwork, CategoricalLikelihood, GaussianLikelihood, GaussianEncoder, NormalGammaPrior
 from zoo_protocols.config import RunConfig
 from zoo_protocols.methods import HIERARCHIES, METHODS, MethodSpec, method, normal_prior
 
@@ -46,8 +46,8 @@ def _data(likelihood: str, n: int = 64):
 def _model(spec: MethodSpec, s, likelihood: str, n: int):
     torch.manual_seed(0)
     if likelihood == "gaussian":
-        return BayesianNeuralNetwork(MLP(3, [8], 1), spec.prior(s), Gaussian(n, precision=dist.Gamma(6.0, 6.0)))
-    return BayesianNeuralNetwork(MLP(3, [8], 2), spec.prior(s), Categorical(n))
+        return BayesianNeuralNetwork(MLP(3, [8], 1), spec.prior(s), GaussianLikelihood(n, precision=dist.Gamma(6.0, 6.0)))
+    return BayesianNeuralNetwork(MLP(3, [8], 2), spec.prior(s), CategoricalLikelihood(n))
 
 
 def _vae(spec, s, n: int = 40):

@@ -226,14 +226,14 @@ def test_potential_is_minus_the_pyrozoo_models_log_joint(problem):
 
 def test_potential_refuses_models_it_cannot_write():
     x, y = _small_regression()
-    from pyrozoo.models import MLP, BayesianNeuralNetwork, Gaussian, LayerwiseNormalPrior, NormalPrior
+    from pyrozoo.models import MLP, BayesianNeuralNetwork, GaussianLikelihood, LayerwiseNormalPrior, NormalPrior
 
     with pytest.raises(TypeError, match="NormalPrior"):
-        ref.FlatPotential(BayesianNeuralNetwork(MLP(3, [4], 1).double(), LayerwiseNormalPrior(), Gaussian(30)), x, y)
+        ref.FlatPotential(BayesianNeuralNetwork(MLP(3, [4], 1).double(), LayerwiseNormalPrior(), GaussianLikelihood(30)), x, y)
     with pytest.raises(TypeError, match="fixed precision"):
-        ref.FlatPotential(BayesianNeuralNetwork(MLP(3, [4], 1).double(), NormalPrior(), Gaussian(30, precision=dist.Gamma(1.0, 1.0))), x, y)
+        ref.FlatPotential(BayesianNeuralNetwork(MLP(3, [4], 1).double(), NormalPrior(), GaussianLikelihood(30, precision=dist.Gamma(1.0, 1.0))), x, y)
     with pytest.raises(ValueError, match="dataset_size"):
-        ref.FlatPotential(BayesianNeuralNetwork(MLP(3, [4], 1).double(), NormalPrior(), Gaussian(31)), x, y)
+        ref.FlatPotential(BayesianNeuralNetwork(MLP(3, [4], 1).double(), NormalPrior(), GaussianLikelihood(31)), x, y)
 
 
 # -- NUTS against the exact posterior --------------------------------------------------------

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from pyrozoo.models import MLP, BayesianNeuralNetwork, Categorical
+from pyrozoo.models import MLP, BayesianNeuralNetwork, CategoricalLikelihood
 from zoo_protocols.config import RunConfig
 from zoo_protocols.methods import DROPOUT_PRIORS, HiddenLayerWeights, method, variance_network_prior
 from zoo_protocols.variance_networks import ARCHITECTURES, make_variance_network, train_variational_dropout
@@ -100,7 +100,7 @@ def test_only_the_zero_mean_declaration_leaves_out_the_output_layer(arch, parame
     spec = method(f"vd-{parameterization}")
     extra = {"zero_mean_output": zero_mean_output} if parameterization == "zero-mean" else {}
     net = make_variance_network(arch, num_classes=12)
-    model = BayesianNeuralNetwork(net, spec.prior(RunConfig(extra=extra).settings(spec.defaults)), Categorical(10))
+    model = BayesianNeuralNetwork(net, spec.prior(RunConfig(extra=extra).settings(spec.defaults)), CategoricalLikelihood(10))
     weights = _weights(net)
     left_out = sorted(set(weights) - set(model.random_parameter_names))
     if parameterization == "zero-mean" and not zero_mean_output:
@@ -113,7 +113,7 @@ def test_only_the_zero_mean_declaration_leaves_out_the_output_layer(arch, parame
 def test_a_network_without_a_hidden_layer_has_nothing_zero_mean():
     s = RunConfig().settings(method("vd-zero-mean").defaults)
     with pytest.raises(ValueError, match=r"needs a hidden layer under its output layer, but MLP has weights in 1 layer\(s\)"):
-        BayesianNeuralNetwork(MLP(3, [], 2), variance_network_prior(s), Categorical(10))
+        BayesianNeuralNetwork(MLP(3, [], 2), variance_network_prior(s), CategoricalLikelihood(10))
     assert [entry[0] for entry in HiddenLayerWeights().select(MLP(3, [4], 2))] == ["0"]  # one hidden layer: the first of MLP's
 
 

@@ -30,7 +30,7 @@ from typing import Dict, Optional, Union
 import torch
 
 from pyrozoo.inference.prediction import _likelihood_latents, _site_draws, posterior_samples
-from pyrozoo.models.likelihoods import Categorical, Gaussian
+from pyrozoo.models.likelihoods import CategoricalLikelihood, GaussianLikelihood
 
 __all__ = ["classification_uncertainty", "regression_uncertainty", "uncertainty"]
 
@@ -45,7 +45,7 @@ def classification_uncertainty(probs: torch.Tensor, *, logits: bool = False) -> 
     :param probs: ``(S, n, K)`` class probabilities, one row of ``K`` per posterior draw
         ``s`` and example (any batch shape between ``S`` and ``K`` works: ``(S, ..., K)``);
         with ``logits=True``, unnormalised log-probabilities (the network's output under
-        a :class:`~pyrozoo.models.Categorical` likelihood), normalised here by a log-softmax.
+        a :class:`~pyrozoo.models.CategoricalLikelihood` likelihood), normalised here by a log-softmax.
     :returns:
         ``{"total", "aleatoric", "epistemic"}``, each of shape ``(n,)`` (``probs.shape[1:-1]``)::
 
@@ -99,7 +99,7 @@ def regression_uncertainty(means: torch.Tensor, noise_variances: Union[torch.Ten
             epistemic = (1/S) sum_s (f_s - f_bar)^2, f_bar = (1/S) sum_s f_s   (variance of the mean)
             total     = aleatoric + epistemic                      (variance of the predictive mixture)
 
-    (Depeweg et al. 2018; the divisor is ``S``, as in :meth:`~pyrozoo.models.Gaussian.aggregate`).
+    (Depeweg et al. 2018; the divisor is ``S``, as in :meth:`~pyrozoo.models.GaussianLikelihood.aggregate`).
     Variances are in the units of the network's output: for targets standardised as
     ``(y - shift) / scale`` multiply by ``scale**2``.
     """
@@ -137,9 +137,9 @@ def uncertainty(model, guide, x: torch.Tensor, num_samples: int = 100, batch_siz
     in ``samples`` (each with a leading sample dimension, e.g. a sampler's stored draws);
     ``batch_size`` predicts ``x`` in chunks that share one set of draws.
 
-    * :class:`~pyrozoo.models.Categorical` likelihood: :func:`classification_uncertainty` of
+    * :class:`~pyrozoo.models.CategoricalLikelihood` likelihood: :func:`classification_uncertainty` of
       the network's logits; entropies in nats, each of shape ``(n,)``.
-    * :class:`~pyrozoo.models.Gaussian` likelihood: :func:`regression_uncertainty` of the
+    * :class:`~pyrozoo.models.GaussianLikelihood` likelihood: :func:`regression_uncertainty` of the
       network outputs, with noise variance ``1 / tau`` from the fixed precision or from the
       draws of the latent ``"noise_precision"`` site; variances (in the network's output
       units) of shape ``(n, ...)``, the output's shape.
@@ -158,11 +158,11 @@ def uncertainty(model, guide, x: torch.Tensor, num_samples: int = 100, batch_siz
     likelihood = getattr(model, "likelihood", None)
     if likelihood is None:
         return _site_uncertainty(model, guide, x, num_samples, batch_size, samples, obs)
-    if not isinstance(likelihood, (Categorical, Gaussian)):
+    if not isinstance(likelihood, (CategoricalLikelihood, GaussianLikelihood)):
         raise TypeError(f"uncertainty: the model's likelihood must be a Categorical or a Gaussian, got {type(likelihood).__name__}; for other likelihoods use classification_uncertainty / regression_uncertainty on posterior_samples(...)")
     draws = posterior_samples(model, guide, x, num_samples, batch_size, samples=samples)
     f = draws["_RETURN"]
-    if isinstance(likelihood, Categorical):
+    if isinstance(likelihood, CategoricalLikelihood):
         return classification_uncertainty(f, logits=True)
     S = f.shape[0]
     if likelihood.precision_prior is None:
