@@ -40,7 +40,7 @@ from pyrozoo.guides import (
     SparseVariationalDropoutGuide,
     VariationalDropoutGuide,
 )
-from pyrozoo.guides.base import init_to_network
+from pyrozoo.guides.initialization import init_to_network
 from pyrozoo.guides.variational_dropout import PARAMETERIZATIONS
 from pyrozoo.inference import (
     DSIVI_ELBO,

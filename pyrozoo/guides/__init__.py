@@ -1,7 +1,8 @@
 """Guides (variational posteriors) that work with any Pyro model, including
 :class:`~pyrozoo.models.BayesianNeuralNetwork`."""
 
-from pyrozoo.guides.base import SitewiseGuide, init_to_network, normal_on_support
+from pyrozoo.guides.base import normal_on_support, SitewiseGuide
+from pyrozoo.guides.initialization import init_to_network
 from pyrozoo.guides.delta import DeltaGuide
 from pyrozoo.guides.mean_field import MeanFieldNormalGuide
 from pyrozoo.guides.semi_implicit import SemiImplicitGuide

@@ -12,169 +12,26 @@ Latent sites inside (possibly subsampled) plates get parameters of the plate's f
 size, sliced by the plate's indices each call, as in Pyro's ``AutoNormal``.
 """
 
-import math
-import numbers
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Dict, KeysView, List, Optional, Tuple
 
-import numpy as np
 import pyro
 import pyro.distributions as dist
 import torch
 from pyro.distributions import constraints
 from pyro.distributions.transforms import biject_to
 from pyro.infer.autoguide import AutoGuide
-from pyro.infer.autoguide.initialization import InitMessenger, init_to_median
+from pyro.infer.autoguide.initialization import InitMessenger
 from pyro.poutine.messenger import Messenger
 from pyro.poutine.util import site_is_subsample
 
-from pyrozoo.distributions import ARDNormal, LogScaleNormal, LogUniformImproper, SSGLExpectedLogDensity
-from pyrozoo.distributions.util import innermost
-from pyrozoo.models.priors import INIT_VALUE_KEY
+from pyrozoo.distributions import LogScaleNormal
 from pyrozoo.utils import rng_states_kept
 
 
-# -- argument checks shared by the guides' constructors ---------------------------------------
-# Each raises a TypeError for a wrong type and a ValueError for a wrong value, naming the guide
-# and the argument. They run once per construction, on Python values: no device work.
-
-
-def check_real(owner: str, name: str, value, *, positive: bool = False, low: Optional[float] = None, high: Optional[float] = None) -> float:
-    """``value`` as a float: a real number (not a bool), finite, ``> 0`` with ``positive`` and
-    strictly inside ``(low, high)`` where those are given."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{owner}: {name} must be a real number, got {type(value).__name__} {value!r}")
-    value = float(value)
-    ok = math.isfinite(value) and (not positive or value > 0) and (low is None or value > low) and (high is None or value < high)
-    if not ok:
-        what = "a positive finite number" if positive else "a finite number"
-        if low is not None or high is not None:
-            what += f" in ({'-inf' if low is None else low:g}, {'inf' if high is None else high:g})"
-        raise ValueError(f"{owner}: {name} must be {what}, got {value!r}")
-    return value
-
-
-def check_int(owner: str, name: str, value, *, minimum: int) -> int:
-    """``value``: an int (not a bool) ``>= minimum``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{owner}: {name} must be an int, got {type(value).__name__} {value!r}")
-    if value < minimum:
-        raise ValueError(f"{owner}: {name} must be an int >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def check_bool(owner: str, name: str, value) -> bool:
-    """``value``: a bool (a string such as ``"False"`` would silently count as true)."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{owner}: {name} must be a bool, got {type(value).__name__} {value!r}")
-    return bool(value)
-
-
-def check_bounds(owner: str, name: str, value) -> Tuple[float, float]:
-    """``value``: a pair ``(low, high)`` of finite numbers with ``low < high``."""
-    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
-        raise TypeError(f"{owner}: {name} must be a pair (low, high), got {value!r}")
-    pair = tuple(value)
-    if len(pair) != 2:
-        raise ValueError(f"{owner}: {name} must be a pair (low, high), got {value!r}")
-    low, high = (check_real(owner, name, b) for b in pair)
-    if not low < high:
-        raise ValueError(f"{owner}: {name} must satisfy low < high, got {value!r}")
-    return low, high
-
-
-def check_callable(owner: str, name: str, value, *, optional: bool = False):
-    if (value is None and not optional) or (value is not None and not callable(value)):
-        raise TypeError(f"{owner}: {name} must be callable{' or None' if optional else ''}, got {type(value).__name__}")
-    return value
-
-
-def check_names(owner: str, name: str, value, *, optional: bool = False) -> Optional[frozenset]:
-    """``value``: an iterable of site names (a bare string would be taken letter by letter)."""
-    if value is None and optional:
-        return None
-    if isinstance(value, (str, bytes)):
-        raise TypeError(f"{owner}: {name} must be an iterable of site names, got the string {value!r} (use [{value!r}])")
-    try:
-        names = frozenset(value)
-    except TypeError:
-        raise TypeError(f"{owner}: {name} must be an iterable of site names, got {type(value).__name__}") from None
-    bad = [n for n in names if not isinstance(n, str)]
-    if bad:
-        raise TypeError(f"{owner}: {name} must contain site names (strings), got {bad[0]!r}")
-    return names
-
-
-#: distributions with a log-density but no ``sample``: improper priors and unnormalised
-#: log-densities (the EM expectation of the spike-and-slab prior)
-UNSAMPLEABLE = (LogUniformImproper, ARDNormal, SSGLExpectedLogDensity, dist.ImproperUniform)
-
-#: half-width of the box in unconstrained space where an unsampleable site without a network
-#: value starts (Pyro's ``init_to_uniform`` uses the same radius)
-UNSAMPLEABLE_INIT_RADIUS = 2.0
-
-
-def cannot_be_sampled(fn) -> bool:
-    """Whether the distribution ``fn`` (under any ``Independent``/``Expanded``/``Masked``
-    wrappers) is one of :data:`UNSAMPLEABLE`, decided without drawing (so the random streams
-    stay as they were)."""
-    return isinstance(innermost(fn), UNSAMPLEABLE)
-
-
-#: sd of the start of the sparse weights of SG-MCMC-SA (a site drawn from the SSGL expectation
-#: with no network value): the authors' R code draws beta ~ N(0, 0.1^2) per coordinate
-#: (shared/notes/sgmcmc-sa.md). A start of order one puts p >> n weights' residual into sigma:
-#: at n = 100, p = 200 a uniform (-2, 2) start sent sigma to 7 and every inclusion probability
-#: to 0 (the spike-only fixed point) on every seed, where this start selects the signals.
-SSGL_INIT_SCALE = 0.1
-
-
-def _init_sparse_weights(site: dict) -> torch.Tensor:
-    fn = site["fn"]
-    sigma = innermost(fn).sigma  # the prior's state: its dtype and device
-    return SSGL_INIT_SCALE * torch.randn(fn.batch_shape + fn.event_shape, dtype=sigma.dtype, device=sigma.device)
-
-
-def _init_uniform_unconstrained(site: dict) -> torch.Tensor:
-    # A prior that cannot be sampled has no median to start from; like Pyro's init_to_uniform,
-    # start uniformly in (-2, 2) on the unconstrained scale (away from the log-uniform's pole at 0
-    # with probability 1). The shape comes from the distribution, as drawing is not possible.
-    fn = site["fn"]
-    transform = biject_to(fn.support)
-    shape = fn.batch_shape + fn.event_shape
-    like = site["infer"].get(INIT_VALUE_KEY)
-    dtype = torch.get_default_dtype() if like is None else like.dtype
-    unconstrained_shape = transform.inverse_shape(shape)
-    u = (torch.rand(unconstrained_shape, dtype=dtype) * 2 - 1) * UNSAMPLEABLE_INIT_RADIUS
-    return transform(u)
-
-
-def init_to_network(site: dict, fallback: Callable = init_to_median) -> torch.Tensor:
-    """Initial value of a site: the network's own parameter value where the model gave one
-    (``site["infer"]["pyrozoo_init_value"]``, set by :class:`~pyrozoo.models.priors.Prior`),
-    else ``fallback(site)`` (the prior median by default); for a site whose prior cannot be
-    sampled (:func:`cannot_be_sampled`, e.g. a log-uniform weight of a plain Pyro model) a
-    uniform draw in ``(-2, 2)`` on the unconstrained scale instead, as it has no median; for
-    the sparse weights of SG-MCMC-SA (the SSGL expectation) a draw from
-    ``N(0, SSGL_INIT_SCALE^2)`` (see :data:`SSGL_INIT_SCALE`)."""
-    value = site["infer"].get(INIT_VALUE_KEY)
-    if value is not None:
-        return value.detach().clone()
-    if isinstance(innermost(site["fn"]), SSGLExpectedLogDensity):
-        return _init_sparse_weights(site)
-    if cannot_be_sampled(site["fn"]):
-        return _init_uniform_unconstrained(site)
-    return fallback(site)
-
-
-class _InitUnsampleable(InitMessenger):
-    """``InitMessenger`` for the sites whose prior cannot be sampled only: every other site is
-    drawn as without it, so a model with proper priors consumes the same random numbers."""
-
-    def _pyro_sample(self, msg):
-        if msg["value"] is None and cannot_be_sampled(msg["fn"]):
-            super()._pyro_sample(msg)
+from pyrozoo.guides.arguments import check_callable, check_names
+from pyrozoo.guides.initialization import _InitUnsampleable, cannot_be_sampled, init_to_network
 
 
 class _ObservedNames(Messenger):

@@ -10,7 +10,9 @@ from torch import nn
 from pyrozoo.distributions import LogScaleNormal
 from pyrozoo.distributions.dropout_normal import DropoutNormal
 from pyrozoo.distributions.noncentred_normal import SCALE_FLOOR, NoncentredNormal
-from pyrozoo.guides.base import SitewiseGuide, check_bounds, check_real, init_to_network
+from pyrozoo.guides.base import SitewiseGuide
+from pyrozoo.guides.arguments import check_bounds, check_real
+from pyrozoo.guides.initialization import init_to_network
 
 
 class BayesianCompressionGuide(SitewiseGuide):

@@ -22,7 +22,9 @@ from typing import Callable, Dict, List
 from pyro import poutine
 from pyro.infer.autoguide import AutoGuideList
 
-from pyrozoo.guides.base import SitewiseGuide, _InitUnsampleable, check_callable, init_to_network
+from pyrozoo.guides.base import SitewiseGuide
+from pyrozoo.guides.arguments import check_callable
+from pyrozoo.guides.initialization import _InitUnsampleable, init_to_network
 from pyrozoo.guides.mean_field import MeanFieldNormalGuide
 
 

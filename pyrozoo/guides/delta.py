@@ -5,8 +5,9 @@ from typing import Callable
 import pyro.distributions as dist
 from torch import nn
 
-from pyrozoo.guides.base import SitewiseGuide, init_to_network
-from pyrozoo.models.dropout_priors import check_point_estimate
+from pyrozoo.guides.base import SitewiseGuide
+from pyrozoo.guides.initialization import init_to_network
+from pyrozoo.models.improper import check_point_estimate
 
 
 class DeltaGuide(SitewiseGuide):

@@ -6,7 +6,9 @@ from typing import Callable, Optional
 import torch
 from torch import nn
 
-from pyrozoo.guides.base import SitewiseGuide, check_real, init_to_network, normal_on_support
+from pyrozoo.guides.base import normal_on_support, SitewiseGuide
+from pyrozoo.guides.arguments import check_real
+from pyrozoo.guides.initialization import init_to_network
 
 
 class MeanFieldNormalGuide(SitewiseGuide):

@@ -36,7 +36,9 @@ from torch import nn
 
 from pyrozoo.distributions import VonMisesFisher
 from pyrozoo.distributions.von_mises_fisher import vmf_concentration
-from pyrozoo.guides.base import _base_constraint, check_bool, check_real, init_to_network, param_key
+from pyrozoo.guides.base import _base_constraint, param_key
+from pyrozoo.guides.arguments import check_bool, check_real
+from pyrozoo.guides.initialization import init_to_network
 from pyrozoo.guides.mean_field import MeanFieldNormalGuide
 from pyrozoo.models.radial_directional import LOCATION_SITE_KEY
 

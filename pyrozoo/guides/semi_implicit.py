@@ -7,7 +7,9 @@ import torch
 from torch import nn
 
 from pyrozoo.distributions import ImplicitMixing, SemiImplicit
-from pyrozoo.guides.base import check_callable, check_int, check_names, check_real, init_to_network, normal_on_support
+from pyrozoo.guides.base import normal_on_support
+from pyrozoo.guides.arguments import check_callable, check_int, check_names, check_real
+from pyrozoo.guides.initialization import init_to_network
 from pyrozoo.guides.mean_field import MeanFieldNormalGuide
 from pyrozoo.models.architectures import MLP
 

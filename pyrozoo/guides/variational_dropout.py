@@ -9,8 +9,10 @@ from torch import nn
 from pyrozoo.distributions.additive_dropout import THETA2_FLOOR, AdditiveDropoutNormal
 from pyrozoo.distributions.dropout_normal import DropoutNormal
 from pyrozoo.distributions.log_uniform import LogUniformImproper
-from pyrozoo.guides.base import SitewiseGuide, check_bool, check_bounds, check_real, init_to_network
-from pyrozoo.models.dropout_priors import placeholder_prior
+from pyrozoo.guides.base import SitewiseGuide
+from pyrozoo.guides.arguments import check_bool, check_bounds, check_real
+from pyrozoo.guides.initialization import init_to_network
+from pyrozoo.models.improper import placeholder_prior
 from pyrozoo.utils import with_parameters
 
 #: the parameterisations of the thesis' eq. 11 / Table 2

@@ -371,7 +371,7 @@ def _check_unsampleable_sites_covered(model_sites: dict, values: dict, source: O
     refused for priors that cannot be sampled (the improper log-uniform, ARD), where
     ``Predictive`` would otherwise silently use the network's own values at those sites.
     ``source``: what provides ``values`` (``None``: no guide and no samples)."""
-    from pyrozoo.guides.base import cannot_be_sampled
+    from pyrozoo.guides.initialization import cannot_be_sampled
 
     improper = [
         f"{name!r} ({type(innermost(site['fn'])).__name__})"

@@ -48,14 +48,14 @@ from pyro.poutine.util import site_is_subsample
 from pyrozoo.data.batching import TensorBatches
 from pyrozoo.data.validation import check_finite
 from pyrozoo.distributed import resolve as resolve_parallel
-from pyrozoo.guides.base import init_to_network
+from pyrozoo.guides.initialization import init_to_network
 from pyrozoo.inference.calling import ModelCall, batches_of
 from pyrozoo.inference.diagnostics import RunMonitor, add_figures, prediction_errors, row_figures, with_events
 from pyrozoo.inference.loop import EpochLoop
 from pyrozoo.inference.sample_storage import DiskSamples, SampleSink
 from pyrozoo.inference.step_sizes import ScheduleLike, as_schedule, checked_value
 from pyrozoo.inference.trace_checks import check_observed_shapes, refuse_enumerated
-from pyrozoo.models.dropout_priors import check_samplable
+from pyrozoo.models.improper import check_samplable
 from pyrozoo.utils import set_seed
 
 Values = Dict[str, torch.Tensor]

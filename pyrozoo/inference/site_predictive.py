@@ -83,7 +83,7 @@ def init_to_sample_or_network(site):
     sampled (log-uniform, ARD): tracing a model to learn its structure must not fail there."""
     from pyro.infer.autoguide.initialization import init_to_sample
 
-    from pyrozoo.guides.base import cannot_be_sampled, init_to_network
+    from pyrozoo.guides.initialization import cannot_be_sampled, init_to_network
 
     if cannot_be_sampled(site["fn"]):
         return init_to_network(site, fallback=init_to_sample)

@@ -13,7 +13,7 @@ from pyro.infer.autoguide import AutoDelta, AutoGuideList, AutoNormal
 from pyro.infer.autoguide.initialization import InitMessenger
 
 from pyrozoo.guides import BayesianCompressionGuide, DeltaGuide, MeanFieldNormalGuide, RadialDirectionalGuide, SemiImplicitGuide, SparseVariationalDropoutGuide
-from pyrozoo.guides.base import init_to_network
+from pyrozoo.guides.initialization import init_to_network
 from pyrozoo.inference import SampleGuide, evaluate, posterior_samples, predict
 from pyrozoo.inference.prediction import check_posterior_matches_model
 from pyrozoo.models import MLP, BayesianNeuralNetwork, CategoricalLikelihood, GaussianLikelihood, LeNet5BatchNorm, NormalPrior, RadialDirectionalPrior

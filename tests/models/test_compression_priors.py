@@ -50,7 +50,7 @@ def test_sites_groups_and_scales(prior_cls):
     x = torch.rand(2, 1, 28, 28)
     from pyro.infer.autoguide.initialization import InitMessenger
 
-    from pyrozoo.guides.base import init_to_network
+    from pyrozoo.guides.initialization import init_to_network
 
     trace = poutine.trace(InitMessenger(init_to_network)(model)).get_trace(x)
     latent = [name for name, site in trace.nodes.items() if site["type"] == "sample" and not site["is_observed"]]
@@ -75,7 +75,7 @@ def test_initial_group_scale_of_the_horseshoe():
     model = BayesianNeuralNetwork(MLP(3, [4], 2), prior, CategoricalLikelihood(dataset_size=10))
     from pyro.infer.autoguide.initialization import InitMessenger
 
-    from pyrozoo.guides.base import init_to_network
+    from pyrozoo.guides.initialization import init_to_network
 
     trace = poutine.trace(InitMessenger(init_to_network)(model)).get_trace(torch.rand(2, 3))
     values = {name: site["value"] for name, site in trace.nodes.items() if site["type"] == "sample"}

@@ -28,7 +28,7 @@ from torch.distributions import kl_divergence
 import pyrozoo.distributions.kl  # noqa: F401  (registers the KLs)
 from pyrozoo.distributions import LogUniformImproper
 from pyrozoo.guides import DeltaGuide, MeanFieldNormalGuide, RadialDirectionalGuide, SparseVariationalDropoutGuide
-from pyrozoo.guides.base import UNSAMPLEABLE_INIT_RADIUS, init_to_network
+from pyrozoo.guides.initialization import init_to_network, UNSAMPLEABLE_INIT_RADIUS
 from pyrozoo.inference import SGHMC, SGLD, ClosedFormKL_ELBO, LinearKLWarmup, evaluate, fit, predict
 from pyrozoo.inference.sgmcmc_sa import StochasticApproximation
 from pyrozoo.models import (
