@@ -11,6 +11,7 @@ reStructuredText, or a public object without a docstring fails the build.
 import inspect
 import pkgutil
 import re
+import runpy
 import sys
 from pathlib import Path
 
@@ -211,12 +212,24 @@ def _extract_summary(doc, settings):
     return autosummary.literal_re.sub(".", summary)
 
 
+_EXPORTS = runpy.run_path(str(DOCS / "api_exports.py"))
+_UNLISTED = _EXPORTS["unlisted"]()
+
+
+def _append_unlisted(app, docname, source):
+    # an exported name no API page lists yet is documented at the end of its package's page
+    page = docname[len("api/"):] if docname.startswith("api/") else None
+    if page in _UNLISTED:
+        source[0] += _EXPORTS["appended_section"](_UNLISTED[page])
+
+
 def setup(app):
     global _original_extract_summary
     from sphinx.ext import autosummary
 
     _original_extract_summary = autosummary.extract_summary
     autosummary.extract_summary = _extract_summary
+    app.connect("source-read", _append_unlisted)
     app.connect("autodoc-process-docstring", _split_multi_params)
     app.connect("warn-missing-reference", _warn_missing_reference)
     app.connect("autodoc-process-docstring", _require_docstring)

@@ -12,9 +12,11 @@ import importlib
 import inspect
 import pkgutil
 import re
+import runpy
 import shutil
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -46,40 +48,29 @@ def public_names():
     return names
 
 
-_CURRENT = re.compile(r"^\.\. currentmodule:: (\S+)\s*$")
-_AUTOSUMMARY = re.compile(r"^\.\. autosummary::\s*$")
+#: docs/api_exports.py, which the build runs too (docs/conf.py)
+EXPORTS = types.SimpleNamespace(**runpy.run_path(str(DOCS / "api_exports.py")))
+_resolve = EXPORTS.resolve
 
 
 def documented_names():
-    """The dotted names listed in the ``autosummary`` tables of ``docs/api/*.rst``."""
-    names = []
-    for page in sorted(API.glob("*.rst")):
-        current, in_table = None, False
-        for line in page.read_text().splitlines():
-            match = _CURRENT.match(line)
-            if match:
-                current, in_table = match.group(1), False
-            elif _AUTOSUMMARY.match(line):
-                in_table = True
-            elif in_table and line.startswith("   ") and not line.strip().startswith(":") and line.strip():
-                names.append((page.name, f"{current}.{line.strip()}"))
-            elif in_table and line.strip() and not line.startswith(" "):
-                in_table = False
+    """``(page, dotted name)`` of every name the API pages document: those their
+    ``autosummary`` tables list, and the exported names the build appends to their package's
+    page (``docs/api_exports.py``)."""
+    names = [(page.name, name) for page in sorted(API.glob("*.rst")) for name in EXPORTS.listed_in(page.read_text())]
+    names += [(f"{page}.rst (appended)", name) for page, rest in EXPORTS.unlisted().items() for name in rest]
     return names
 
 
-def _resolve(name):
-    """The object ``name`` names as Sphinx reads an autosummary entry: an attribute of its
-    parent module, else a module."""
-    parent, _, attr = name.rpartition(".")
-    try:
-        return getattr(importlib.import_module(parent), attr)
-    except (ImportError, AttributeError, ValueError):
-        pass
-    try:
-        return pkgutil.resolve_name(name)
-    except (ImportError, AttributeError, ValueError):
-        return None
+def test_an_unlisted_export_is_appended_to_its_package_page():
+    pages = {p.stem: p.read_text() for p in sorted(API.glob("*.rst"))}
+    before = EXPORTS.unlisted(pages)
+    pages["guides"] = pages["guides"].replace("   MeanFieldNormalGuide\n", "")
+    found = EXPORTS.unlisted(pages)
+    assert set(found["guides"]) - set(before.get("guides", [])) == {"pyrozoo.guides.MeanFieldNormalGuide"}
+    assert {k: v for k, v in found.items() if k != "guides"} == {k: v for k, v in before.items() if k != "guides"}
+    section = EXPORTS.appended_section(found["guides"])
+    assert ".. autoclass:: pyrozoo.guides.MeanFieldNormalGuide" in section and "Also exported" in section
 
 
 def test_api_pages_exist():

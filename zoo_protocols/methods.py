@@ -23,7 +23,7 @@ parameterisations of Table 2 (:mod:`zoo_protocols.variance_networks`).
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 import pyro
 import torch
@@ -80,6 +80,12 @@ COMMON_DEFAULTS = {"prior_scale": 1.0, "init_scale": 1e-3}
 #: the treatments of a hierarchical prior (:attr:`MethodSpec.hierarchy`)
 HIERARCHIES = ("joint", "marginal", "exact")
 
+#: the protocols that evaluate every declaration naming them (:attr:`MethodSpec.protocols`):
+#: UCI regression (:mod:`zoo_protocols.uci_vi`), the MNIST MLP (:mod:`zoo_protocols.mnist_mlp`)
+#: and the importance-weighted UCI protocol (:mod:`zoo_protocols.uci_importance_weighted`); the
+#: other protocols register the methods they run by name
+PROTOCOLS = ("uci", "mnist", "uci-importance-weighted")
+
 
 @dataclass(frozen=True)
 class MethodSpec:
@@ -109,6 +115,8 @@ class MethodSpec:
         (:class:`pyrozoo.models.VAE`), whose guide is the amortized ``encoder`` and whose
         decoder is a point estimate; ``inputs`` are the training inputs (Molchanov 2022, Table 3).
     :param defaults: the method's own defaults, over :data:`COMMON_DEFAULTS`.
+    :param protocols: the protocols of :data:`PROTOCOLS` that evaluate it: naming one here is
+        all it takes for the protocol, its sweeps and its command line to run the method.
     """
 
     name: str
@@ -124,6 +132,7 @@ class MethodSpec:
     hierarchy: Optional[str] = None
     latent_prior: Optional[Callable[[Any, Any, Settings], Any]] = None
     defaults: Mapping[str, Any] = field(default_factory=dict)
+    protocols: Tuple[str, ...] = ()
 
     def __post_init__(self):
         if sum(x is not None for x in (self.guide, self.sampler, self.latent_prior)) != 1:
@@ -135,6 +144,9 @@ class MethodSpec:
             raise ValueError(f"method {self.name!r} must declare a prior over the network's parameters unless it declares a VAE's latent prior (then none)")
         if self.hierarchy not in (None, *HIERARCHIES):
             raise ValueError(f"method {self.name!r}: hierarchy must be one of {HIERARCHIES} or None, got {self.hierarchy!r}")
+        unknown = [p for p in self.protocols if p not in PROTOCOLS]
+        if isinstance(self.protocols, str) or unknown:
+            raise ValueError(f"method {self.name!r}: protocols must be a tuple of {PROTOCOLS}, got {self.protocols!r}")
         object.__setattr__(self, "defaults", {**COMMON_DEFAULTS, **self.defaults})
 
     @property
@@ -425,16 +437,17 @@ VAE_DEFAULTS = {"warmup_epochs": 10}
 METHODS: Dict[str, MethodSpec] = {
     m.name: m
     for m in [
-        MethodSpec("map", "MAP estimate (Delta guide) under a N(0, 1) weight prior", normal_prior, delta),
-        MethodSpec("mfvi", "mean-field Gaussian VI, N(0, 1) prior, closed-form KL, local reparameterization", normal_prior, mean_field, closed_form_kl, estimator="local"),
-        MethodSpec("mfvi-mc", "mean-field Gaussian VI, N(0, 1) prior, Pyro Trace_ELBO (Monte Carlo KL), weight sampling", normal_prior, mean_field, monte_carlo_kl),
-        MethodSpec("mfvi-cf", "mean-field Gaussian VI, N(0, 1) prior, closed-form KL, weight sampling (no local reparameterization)", normal_prior, mean_field, closed_form_kl),
+        MethodSpec("map", "MAP estimate (Delta guide) under a N(0, 1) weight prior", normal_prior, delta, protocols=("uci", "mnist")),
+        MethodSpec("mfvi", "mean-field Gaussian VI, N(0, 1) prior, closed-form KL, local reparameterization", normal_prior, mean_field, closed_form_kl, estimator="local", protocols=("uci", "mnist")),
+        MethodSpec("mfvi-mc", "mean-field Gaussian VI, N(0, 1) prior, Pyro Trace_ELBO (Monte Carlo KL), weight sampling", normal_prior, mean_field, monte_carlo_kl, protocols=("uci", "mnist")),
+        MethodSpec("mfvi-cf", "mean-field Gaussian VI, N(0, 1) prior, closed-form KL, weight sampling (no local reparameterization)", normal_prior, mean_field, closed_form_kl, protocols=("uci",)),
         MethodSpec(
             "bbb", "Bayes by Backprop: scale-mixture prior, Monte Carlo KL, weight sampling",
             lambda s: ScaleMixturePrior(*s["mixture"]), mean_field, closed_form_kl,
             # Blundell et al. (2015) eq. 9's minibatch KL weights, on request
             kl_schedule=lambda s, epochs: BlundellKLReweighting() if s["blundell"] else None,
             defaults={"mixture": (0.5, 1.0, math.exp(-6)), "blundell": False},  # (pi, sigma1, sigma2), eq. 7
+            protocols=("uci",),
         ),
         MethodSpec(
             "dsivi", "DSIVI: semi-implicit posterior under the marginal Normal-Gamma prior, DSIVI_ELBO(K1, K2)",
@@ -442,6 +455,7 @@ METHODS: Dict[str, MethodSpec] = {
             lambda model, s: SemiImplicitGuide(model, num_mixing=int(s["K1"]), init_scale=s["init_scale"], mixing_scale=s["mixing_scale"]),
             dsivi_bound("K1"), hierarchy="marginal",
             defaults={**NORMAL_GAMMA_DEFAULTS, "K1": 8, "mixing_scale": 1e-2},
+            protocols=("uci",),
         ),
         # the Normal-Gamma hierarchy w | lambda ~ N(0, 1/lambda), lambda ~ Gamma(a, b) with a
         # mean-field Normal posterior over w, three ways (Molchanov 2022, Eqs. 17-20, Theorem 3)
@@ -461,16 +475,19 @@ METHODS: Dict[str, MethodSpec] = {
             "sparse-vd", "sparse variational dropout: log-uniform prior on weights, additive parameterisation, local reparameterization",
             lambda s: LogUniformPrior(), sparse_vd_guide, closed_form_kl, estimator="local", kl_schedule=warmup,
             defaults={"warmup_fraction": 0.2},
+            protocols=("uci", "mnist"),
         ),
         MethodSpec(
             "iwae", "importance-weighted bound (Renyi alpha=0), K samples; predicts with resampled q_K",
             normal_prior, mean_field, lambda s: ImportanceWeighted_ELBO(num_particles=s["num_particles"]), resample=True,
             defaults={"num_particles": 8},
+            protocols=("uci-importance-weighted",),
         ),
         MethodSpec(
             "renyi", "Renyi-alpha bound (alpha=extra['alpha'], default 0.5), K samples; predicts with resampled q_K",
             normal_prior, mean_field, lambda s: RenyiELBO(alpha=float(s["alpha"]), num_particles=s["num_particles"]), resample=True,
             defaults={"num_particles": 8, "alpha": 0.5},
+            protocols=("uci-importance-weighted",),
         ),
         MethodSpec(
             "esbo", "Sagar 2020 (results withdrawn): reweighted wake-sleep reading of Algorithm 1 (not a bound)",
@@ -478,6 +495,7 @@ METHODS: Dict[str, MethodSpec] = {
             # from init_scale 1e-3 its inclusive-KL updates, fed by collapsed weights (ESS ~ 1),
             # left the mean nearly where it started (boston split 0 RMSE 6.5)
             defaults={"num_particles": 8, "init_scale": 1e-2},
+            protocols=("uci-importance-weighted",),
         ),
         MethodSpec(
             "rdp", "radial-directional posteriors (Oh et al. 2020): vMF directions, half-Cauchy radii, double grouping",
@@ -534,8 +552,8 @@ METHODS: Dict[str, MethodSpec] = {
             lambda s: GroupHorseshoePrior(tau0=float(s["tau0"])), bayesian_compression_guide, closed_form_kl, estimator="local",
             defaults={"tau0": 1e-5},
         ),
-        MethodSpec("sgld", "SGLD on a N(0, 1) weight prior", normal_prior, sampler=sgld, defaults=SAMPLER_DEFAULTS),
-        MethodSpec("sghmc", "SGHMC (momentum 0.9) on a N(0, 1) weight prior", normal_prior, sampler=sghmc, defaults=SAMPLER_DEFAULTS),
+        MethodSpec("sgld", "SGLD on a N(0, 1) weight prior", normal_prior, sampler=sgld, defaults=SAMPLER_DEFAULTS, protocols=("mnist",)),
+        MethodSpec("sghmc", "SGHMC (momentum 0.9) on a N(0, 1) weight prior", normal_prior, sampler=sghmc, defaults=SAMPLER_DEFAULTS, protocols=("mnist",)),
         MethodSpec(
             "sghmc-ssgl", "SGHMC (momentum 0.9) on the SSGL model, its latent variables fixed at their empirical-Bayes start (Deng et al. 2019's SGHMC)",
             spike_and_slab_prior, sampler=sghmc, adaptations=stochastic_approximation(None), defaults=SSGL_DEFAULTS,
@@ -562,6 +580,14 @@ METHODS: Dict[str, MethodSpec] = {
         ),
     ]
 }
+
+
+def evaluated_by(protocol: str) -> Tuple[str, ...]:
+    """The names of the declarations that ``protocol`` (one of :data:`PROTOCOLS`) evaluates, in
+    declaration order."""
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"unknown protocol {protocol!r}; choose from {PROTOCOLS}")
+    return tuple(name for name, spec in METHODS.items() if protocol in spec.protocols)
 
 
 def method(name: str) -> MethodSpec:

@@ -25,7 +25,7 @@ from pyrozoo.inference import evaluate, fit
 from pyrozoo.inference.sample_storage import InMemorySamples, SampleGuide
 from pyrozoo.models import MLP, BayesianNeuralNetwork, CategoricalLikelihood
 from zoo_protocols.config import RunConfig
-from zoo_protocols.methods import MethodSpec, method, predicts_with_one_sample
+from zoo_protocols.methods import evaluated_by, method, MethodSpec, predicts_with_one_sample
 from zoo_protocols.mnist import MNIST_REGISTRY, MNISTData, shape
 from zoo_protocols.uci import decay_to_tenth
 
@@ -42,8 +42,8 @@ DEFAULTS = {
     "eval_batch_size": 2000,
 }
 
-#: the declarations this protocol evaluates
-NAMES = ("map", "mfvi", "mfvi-mc", "sparse-vd", "sgld", "sghmc")
+#: the declarations this protocol evaluates: those that name it (``protocols=("mnist", ...)``)
+NAMES = evaluated_by("mnist")
 
 
 def _model(data: MNISTData, prior, config: RunConfig, s) -> BayesianNeuralNetwork:

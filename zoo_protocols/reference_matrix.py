@@ -92,6 +92,7 @@ through :func:`harness_reference_metrics` (its models are not the references', s
 """
 
 import hashlib
+import inspect
 import math
 import time
 import warnings
@@ -106,26 +107,14 @@ import pyro.distributions as dist
 import torch
 from pyro.infer import Predictive
 
+import pyrozoo.guides
+import pyrozoo.inference
 from pyrozoo import atomic, metrics
-from pyrozoo.guides import (
-    BayesianCompressionGuide,
-    DeltaGuide,
-    MeanFieldNormalGuide,
-    RadialDirectionalGuide,
-    SemiImplicitGuide,
-    SparseVariationalDropoutGuide,
-    VariationalDropoutGuide,
-)
+from pyrozoo.guides import SitewiseGuide
 from pyrozoo.inference import (
-    DSIVI_ELBO,
     SGHMC,
     SGLD,
-    SIVI_ELBO,
-    ClosedFormKL_ELBO,
-    ImportanceWeighted_ELBO,
     LinearKLWarmup,
-    RenyiELBO,
-    ReweightedWakeSleep,
     fit,
     posterior_samples,
 )
@@ -189,29 +178,54 @@ PRIOR_KL_WARMUP = {
 
 _INIT_SCALE = declared.COMMON_DEFAULTS["init_scale"]
 
-#: every guide of ``pyrozoo.guides`` (``model -> guide``)
+#: the constructor options of the guides whose declared methods set them; every other guide
+#: runs at its own defaults
+GUIDE_OPTIONS: Dict[str, Callable[[], dict]] = {
+    "MeanFieldNormalGuide": lambda: {"init_scale": _INIT_SCALE},
+    "SemiImplicitGuide": lambda: {"num_mixing": int(_DSIVI["K1"]), "init_scale": _INIT_SCALE, "mixing_scale": _DSIVI["mixing_scale"]},
+    "RadialDirectionalGuide": lambda: {"init_scale": _INIT_SCALE, "init_direction_epsilon": _RDP["init_direction_epsilon"]},
+}
+
+
+def _exported(module, base, leave_out=()) -> list:
+    """The classes of ``module.__all__`` that subclass ``base``, in export order."""
+    found = [getattr(module, n) for n in module.__all__]
+    return [c for c in found if inspect.isclass(c) and issubclass(c, base) and c.__name__ not in leave_out]
+
+
+def _guide_maker(cls):
+    return lambda model: cls(model, **GUIDE_OPTIONS.get(cls.__name__, dict)())
+
+
+#: every guide ``pyrozoo.guides`` exports (``model -> guide``) but the abstract base and
+#: :class:`~pyrozoo.guides.CompositeGuide` (a composition of the others): a new export is a new
+#: column of the matrix with no edit here
 GUIDES: Dict[str, Callable[[object], object]] = {
-    "DeltaGuide": lambda model: DeltaGuide(model),
-    "MeanFieldNormalGuide": lambda model: MeanFieldNormalGuide(model, init_scale=_INIT_SCALE),
-    "SemiImplicitGuide": lambda model: SemiImplicitGuide(model, num_mixing=int(_DSIVI["K1"]), init_scale=_INIT_SCALE, mixing_scale=_DSIVI["mixing_scale"]),
-    "SparseVariationalDropoutGuide": lambda model: SparseVariationalDropoutGuide(model),
-    "VariationalDropoutGuide": lambda model: VariationalDropoutGuide(model),
-    "BayesianCompressionGuide": lambda model: BayesianCompressionGuide(model),
-    "RadialDirectionalGuide": lambda model: RadialDirectionalGuide(model, init_scale=_INIT_SCALE, init_direction_epsilon=_RDP["init_direction_epsilon"]),
+    cls.__name__: _guide_maker(cls) for cls in _exported(pyrozoo.guides, SitewiseGuide, leave_out=("SitewiseGuide",))
 }
 
 #: particles of the importance-weighted objectives (the declarations' K)
 PARTICLES = int(declared.method("iwae").defaults["num_particles"])
 
-#: every objective (``() -> ELBO``): the zoo's and Pyro's own ``Trace_ELBO``
+#: the constructor arguments of the objectives whose declared methods set them
+OBJECTIVE_OPTIONS: Dict[str, Callable[[], dict]] = {
+    "SIVI_ELBO": lambda: {"K": int(_DSIVI["K1"])},
+    "DSIVI_ELBO": lambda: {"K1": int(_DSIVI["K1"]), "K2": int(_DSIVI["K2"])},
+    "ImportanceWeighted_ELBO": lambda: {"num_particles": PARTICLES},
+    "RenyiELBO": lambda: {"alpha": float(declared.method("renyi").defaults["alpha"]), "num_particles": PARTICLES},
+    "ReweightedWakeSleep": lambda: {"num_particles": PARTICLES},
+}
+
+
+def _objective_maker(cls):
+    return lambda: cls(**OBJECTIVE_OPTIONS.get(cls.__name__, dict)())
+
+
+#: every objective (``() -> ELBO``): the ``ELBO`` subclasses ``pyrozoo.inference`` exports, and
+#: Pyro's own ``Trace_ELBO``
 OBJECTIVES: Dict[str, Callable[[], object]] = {
-    "ClosedFormKL_ELBO": lambda: ClosedFormKL_ELBO(),
     "Trace_ELBO": lambda: pyro.infer.Trace_ELBO(),
-    "SIVI_ELBO": lambda: SIVI_ELBO(int(_DSIVI["K1"])),
-    "DSIVI_ELBO": lambda: DSIVI_ELBO(int(_DSIVI["K1"]), int(_DSIVI["K2"])),
-    "ImportanceWeighted_ELBO": lambda: ImportanceWeighted_ELBO(num_particles=PARTICLES),
-    "RenyiELBO": lambda: RenyiELBO(alpha=float(declared.method("renyi").defaults["alpha"]), num_particles=PARTICLES),
-    "ReweightedWakeSleep": lambda: ReweightedWakeSleep(num_particles=PARTICLES),
+    **{cls.__name__: _objective_maker(cls) for cls in _exported(pyrozoo.inference, pyro.infer.ELBO)},
 }
 
 #: the samplers; ``SG-MCMC-SA`` adapts an SSGL prior and is no combination of a plain model
@@ -1248,7 +1262,7 @@ def plot_heatmap(table: pd.DataFrame):
 
 
 __all__ = [
-    "PRIORS", "GUIDES", "OBJECTIVES", "SAMPLERS", "FORMER_NAMES", "current_names", "OWN_PRIOR", "SAMPLES", "PRIOR_KL_WARMUP", "Combination", "BASELINE", "PLAIN_BASELINE",
+    "PRIORS", "GUIDES", "GUIDE_OPTIONS", "OBJECTIVES", "OBJECTIVE_OPTIONS", "SAMPLERS", "FORMER_NAMES", "current_names", "OWN_PRIOR", "SAMPLES", "PRIOR_KL_WARMUP", "Combination", "BASELINE", "PLAIN_BASELINE",
     "combinations", "matrix_problems", "MatrixProblem", "load_problem", "Budget", "QUICK_BUDGET", "run_combination",
     "reference_predictive", "score_predictive", "prior_baseline", "quality_bars", "reference_bars", "test_ll_bars", "test_ll_bar", "meets_bar", "own_prior_quality", "assess",
     "planned_runs", "run_problem", "runs_path", "collect", "counts", "summary", "wide_table", "prior_effects", "refusals", "plot_heatmap", "COLUMNS", "KEY", "HARNESS_COLUMNS", "harness_reference_metrics",

@@ -32,7 +32,7 @@ from pyrozoo.data import UCISplit
 from pyrozoo.inference import evaluate, importance_resampled_samples
 from pyrozoo.utils import set_seed
 from zoo_protocols.config import RunConfig
-from zoo_protocols.methods import MethodSpec, method
+from zoo_protocols.methods import evaluated_by, method, MethodSpec
 from zoo_protocols.uci import UCI_REGISTRY, decay_to_tenth, fit_split, uci_model
 
 #: Sagar (2020)'s Tables 1 and 2 as printed (withdrawn by the author; not reproduction targets)
@@ -57,8 +57,8 @@ DEFAULTS = {
 #: smoke runs (``config.quick``) train this many full-batch steps at most
 QUICK_EPOCHS = 20
 
-#: the declarations this protocol evaluates
-NAMES = ("iwae", "renyi", "esbo")
+#: the declarations this protocol evaluates: those that name it (``protocols=("uci-importance-weighted", ...)``)
+NAMES = evaluated_by("uci-importance-weighted")
 
 
 def run(spec: MethodSpec, split: UCISplit, config: RunConfig) -> dict:

@@ -29,7 +29,7 @@ import pyro
 from pyrozoo.data import UCISplit
 from pyrozoo.inference import evaluate
 from zoo_protocols.config import RunConfig
-from zoo_protocols.methods import MethodSpec, method, predicts_with_one_sample
+from zoo_protocols.methods import evaluated_by, method, MethodSpec, predicts_with_one_sample
 from zoo_protocols.uci import UCI_REGISTRY, decay_to_tenth, fit_split, uci_model
 
 #: the protocol's schedule and likelihood (a method's declared defaults and ``config`` override them)
@@ -44,8 +44,8 @@ DEFAULTS = {
 #: smoke runs (``config.quick``) train this many epochs at most
 QUICK_EPOCHS = 5
 
-#: the declarations this protocol evaluates
-NAMES = ("map", "mfvi", "mfvi-mc", "mfvi-cf", "bbb", "dsivi", "sparse-vd")
+#: the declarations this protocol evaluates: those that name it (``protocols=("uci", ...)``)
+NAMES = evaluated_by("uci")
 
 
 def run(spec: MethodSpec, split: UCISplit, config: RunConfig) -> dict:

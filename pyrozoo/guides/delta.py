@@ -21,7 +21,7 @@ class DeltaGuide(SitewiseGuide):
     call), with the guide to use instead: the log-uniform prior of
     :class:`~pyrozoo.models.LogUniformPrior` and of
     :class:`~pyrozoo.models.GroupNormalJeffreysPrior`'s group scales, and the ARD prior
-    (:func:`~pyrozoo.models.dropout_priors.check_point_estimate`).
+    (:func:`~pyrozoo.models.improper.check_point_estimate`).
     """
 
     def __init__(self, model, *, init_loc_fn: Callable = init_to_network, hide=(), create_plates=None):
