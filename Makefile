@@ -7,7 +7,7 @@ DATA_DIR ?=
 DATA_ARG := $(if $(DATA_DIR),--data-dir $(DATA_DIR),)
 PYTEST_ARGS ?= -q -n 2
 
-.PHONY: setup demo test lint test-all bench docs results-check
+.PHONY: setup demo test test-pyro-lowest lint test-all bench docs results-check
 
 $(VENV)/.installed: pyproject.toml scripts/setup.sh
 	bash scripts/setup.sh $(VENV)
@@ -19,6 +19,15 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(PYTHON) -m pytest $(PYTEST_ARGS)
+
+# The library's tests under the lowest Pyro it supports (pyproject's pyro-ppl floor), installed
+# beside the newest into .pyro-lowest/ and put first on the path; `make test` runs the newest
+PYRO_LOWEST ?= 1.9.0
+LOWEST_TESTS ?= tests/distributions tests/models tests/guides tests/poutine tests/inference tests/test_save_load.py
+test-pyro-lowest: $(VENV)/.installed
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check --no-deps --upgrade --target .pyro-lowest "pyro-ppl==$(PYRO_LOWEST)"
+	PYTHONPATH=$(CURDIR)/.pyro-lowest $(PYTHON) -c "import pyro; assert pyro.__version__ == '$(PYRO_LOWEST)', pyro.__file__; print('pyro', pyro.__version__)"
+	PYTHONPATH=$(CURDIR)/.pyro-lowest $(PYTHON) -m pytest $(PYTEST_ARGS) $(LOWEST_TESTS)
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

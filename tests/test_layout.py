@@ -172,3 +172,14 @@ def test_zoo_protocols_is_importable_from_the_checkout_with_its_paper_tables(tmp
     out = done.stdout.splitlines()
     assert Path(out[0]).resolve() == ROOT / "zoo_protocols" / "__init__.py"
     assert out[1] == str(["deng2019_uci.csv", "sagar2020_withdrawn.csv"])
+
+
+def test_ci_tests_the_lowest_pyro_the_project_allows():
+    """The floor of pyro-ppl in pyproject.toml is the version ``make test-pyro-lowest`` installs,
+    and CI runs that target (the newest Pyro is what ``make test`` gets)."""
+    import re
+
+    floor = re.search(r'"pyro-ppl>=([0-9.]+)"', (ROOT / "pyproject.toml").read_text()).group(1)
+    lowest = re.search(r"^PYRO_LOWEST \?= ([0-9.]+)$", (ROOT / "Makefile").read_text(), re.M).group(1)
+    assert floor == lowest
+    assert "make test-pyro-lowest" in (ROOT / ".ci" / "run").read_text()

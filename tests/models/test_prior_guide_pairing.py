@@ -44,6 +44,21 @@ from pyrozoo.models import (
 from pyrozoo.models.dropout_priors import KLWarmupWarning
 from pyrozoo.poutine import latent_scale
 
+#: Pyro before 1.9.2 runs the model from its prior inside Predictive even with a guide (to guess
+#: the plate nesting), which an improper prior refuses with its own message; pyrozoo's predict
+#: does not depend on it
+PREDICTIVE_RUNS_THE_PRIOR = tuple(int(v) for v in pyro.__version__.split(".")[:3]) < (1, 9, 2)
+
+
+def pyro_predictive(model, guide, x, **kwargs):
+    """Pyro's ``Predictive`` with ``guide`` on ``x``; ``None`` on a Pyro that runs the prior
+    first, after checking that it refuses with the improper prior's message."""
+    if PREDICTIVE_RUNS_THE_PRIOR:
+        with pytest.raises(NotImplementedError, match="cannot be sampled"):
+            Predictive(model, guide=guide, **kwargs)(x)
+        return None
+    return Predictive(model, guide=guide, **kwargs)(x)
+
 NUM_CLASSES = 3
 #: the quadrant that carries the bright block of each class
 QUADRANTS = [(0, 0), (0, 4), (4, 0)]
@@ -143,8 +158,8 @@ def test_mean_field_guide_on_a_plain_model_with_a_log_uniform_weight():
     svi = pyro.infer.SVI(model, guide, pyro.optim.Adam({"lr": 1e-2}), ClosedFormKL_ELBO())
     for _ in range(3):
         assert math.isfinite(svi.step(x, y))
-    draws = Predictive(model, guide=guide, num_samples=4)(x)
-    assert draws["y"].shape == (4, len(x)) and draws["w"].reshape(4, -1).shape == (4, 6)
+    draws = pyro_predictive(model, guide, x, num_samples=4)
+    assert draws is None or (draws["y"].shape == (4, len(x)) and draws["w"].reshape(4, -1).shape == (4, 6))
 
 
 def test_init_to_network_never_draws_from_an_improper_prior():
@@ -217,8 +232,8 @@ def test_prediction_needs_a_posterior_under_an_improper_prior(prior):
     assert "guide=guide" in str(error.value) and "posterior_samples" in str(error.value)
     # with a fitted guide both predict
     guide = _fitted_mean_field(model, (x, y))
-    out = Predictive(model, guide=guide, num_samples=3, return_sites=["_RETURN"])(x)
-    assert out["_RETURN"].shape == (3, 20, NUM_CLASSES)
+    out = pyro_predictive(model, guide, x, num_samples=3, return_sites=["_RETURN"])
+    assert out is None or out["_RETURN"].shape == (3, 20, NUM_CLASSES)
     probs = predict(model, guide, x, num_samples=3).mean
     torch.testing.assert_close(probs.sum(-1), torch.ones(20))
 
