@@ -91,7 +91,33 @@ def support_family(support) -> str:
     return "transformed"
 
 
-class SitewiseGuide(AutoGuide):
+class ModelUnderHandlers:
+    """Mixin of a Pyro ``AutoGuide`` whose :attr:`model` can be read, for a while, under effect
+    handlers (:func:`model_under`): Pyro's set-up traces ``self.model``, and the guide wants
+    that trace taken under its initialisation handlers without touching the model it holds.
+    Outside :func:`model_under` the model is the one the guide was built on, as objectives
+    compare it."""
+
+    _model_handlers: Optional[Callable] = None
+
+    @property
+    def model(self):
+        model = super().model
+        return model if self._model_handlers is None else self._model_handlers(model)
+
+
+@contextmanager
+def model_under(guide: ModelUnderHandlers, handlers: Callable):
+    """Within it ``guide.model`` is ``handlers(model)`` (a handler or any ``model -> model``)."""
+    before = guide._model_handlers
+    guide._model_handlers = handlers
+    try:
+        yield
+    finally:
+        guide._model_handlers = before
+
+
+class SitewiseGuide(ModelUnderHandlers, AutoGuide):
     """Base class of guides with one independent factor per latent site.
 
     Subclasses implement :meth:`_init_site` (create parameters from an unconstrained
@@ -120,13 +146,9 @@ class SitewiseGuide(AutoGuide):
     def _setup_prototype(self, *args, **kwargs):
         # Improper priors (log-uniform, ARD) cannot be sampled: those sites alone are traced at
         # their initial values (others are drawn, as Pyro's AutoGuide draws them).
-        (model,) = self._model
         observed: list = []
-        self._model = (_ObservedNames(observed)(_InitUnsampleable(self.init_loc_fn)(model)),)
-        try:
+        with model_under(self, lambda model: _ObservedNames(observed)(_InitUnsampleable(self.init_loc_fn)(model))):
             super()._setup_prototype(*args, **kwargs)
-        finally:
-            self._model = (model,)
         self._observed = tuple(observed)
         # every pairing is checked before any parameter exists: a refused guide stays unset
         refused = {name: self.refusal(name, site) for name, site in self.prototype_trace.iter_stochastic_nodes() if name not in self._hide}
@@ -181,12 +203,8 @@ class SitewiseGuide(AutoGuide):
         sites whose prior cannot be sampled; this covers every site, so that a hierarchical
         prior's children see their parents' initial values). The wrapped model is only used
         inside: the objective must still see ``self.model is model``."""
-        (model,) = self._model
-        self._model = (InitMessenger(self.init_loc_fn)(model),)
-        try:
+        with model_under(self, InitMessenger(self.init_loc_fn)):
             yield
-        finally:
-            self._model = (model,)
 
     #: the supports (:func:`support_family`) this guide's family fits; ``None``: any with a bijection
     families: Optional[Tuple[str, ...]] = None

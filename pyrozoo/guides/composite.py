@@ -22,13 +22,13 @@ from typing import Callable, Dict, List
 from pyro import poutine
 from pyro.infer.autoguide import AutoGuideList
 
-from pyrozoo.guides.base import SitewiseGuide
+from pyrozoo.guides.base import ModelUnderHandlers, SitewiseGuide, model_under
 from pyrozoo.guides.arguments import check_callable
 from pyrozoo.guides.initialization import _InitUnsampleable, init_to_network
 from pyrozoo.guides.mean_field import MeanFieldNormalGuide
 
 
-class CompositeGuide(AutoGuideList):
+class CompositeGuide(ModelUnderHandlers, AutoGuideList):
     """An :class:`~pyro.infer.autoguide.AutoGuideList` whose parts are chosen by which sites
     each guide can cover, when it first sees the model's arguments.
 
@@ -58,12 +58,9 @@ class CompositeGuide(AutoGuideList):
     def _setup_prototype(self, *args, **kwargs):
         # improper priors (log-uniform) cannot be drawn: those sites are traced at their
         # initial values, as a SitewiseGuide traces them
-        (model,) = self._model
-        self._model = (_InitUnsampleable(init_to_network)(model),)
-        try:
+        with model_under(self, _InitUnsampleable(init_to_network)):
             super()._setup_prototype(*args, **kwargs)
-        finally:
-            self._model = (model,)
+        model = self.model
         sites = dict(self.prototype_trace.iter_stochastic_nodes())
         remaining = dict(sites)
         for make in self._makers:
