@@ -10,7 +10,7 @@ split their work over the ``W`` processes ("ranks") on their own. Two ways to us
   holds the model, the guide and the data; global minibatch ``b`` of ``B`` examples is the
   very batch a one-process run with batch size ``B`` draws (the same shuffling generator,
   seeded alike on every rank), and rank ``r`` takes the ``r``-th of its ``W`` parts
-  (:class:`ShardedBatches`). Each rank evaluates its part under the likelihood's data plate
+  (:class:`~pyrozoo.data.ShardedBatches`). Each rank evaluates its part under the likelihood's data plate
   of the *global* size ``N`` (scale ``N / n_r``) with the whole prior or KL term, and the
   gradients are averaged with weights ``n_r / n``:
 
@@ -30,8 +30,8 @@ split their work over the ``W`` processes ("ranks") on their own. Two ways to us
 * **Independent chains, one per rank** (:class:`IndependentChains`, samplers only). Chain
   ``r`` is a one-process chain over all the data with its own seed :func:`chain_seed`
   (``seed``, ``r``) (its injected noise and batch order): distinct per rank, reproducible by
-  seed. :func:`gather_chains` collects the draws on rank 0, :func:`pool_chains` pools them
-  for prediction and :func:`chain_diagnostics` reports split R-hat across chains
+  seed. :func:`gather_chains` collects the draws on rank 0, :func:`~pyrozoo.chains.pool_chains` pools them
+  for prediction and :func:`~pyrozoo.chains.chain_diagnostics` reports split R-hat across chains
   (``pyro.ops.stats``).
 
 **Why an explicit all-reduce, not DDP.** ``DistributedDataParallel`` wraps one
@@ -58,12 +58,10 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
-import pandas as pd
 import torch
 import torch.distributed as dist
-from pyro.ops.stats import effective_sample_size, split_gelman_rubin
 
-from pyrozoo.data.batching import TensorBatches
+from pyrozoo.data.batching import ShardedBatches, TensorBatches
 from pyrozoo.serialization import save_state, state_from_bytes, state_to_bytes
 
 #: what torchrun sets in every process it starts
@@ -149,45 +147,6 @@ def chain_seed(seed: int, rank: int) -> int:
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be an int >= 0, got {seed!r}")
     return int(np.random.SeedSequence(seed, spawn_key=(rank,)).generate_state(1, np.uint32)[0])
-
-
-# -- the batches of one rank ---------------------------------------------------------------
-class ShardedBatches(TensorBatches):
-    """Rank ``rank``'s part of every global minibatch of ``batch_size`` examples.
-
-    The global batches are those of :class:`~pyrozoo.data.TensorBatches` with the same
-    tensors, batch size and generator state (so a data-parallel run sees the batches of the
-    one-process run); each is cut into ``world_size`` contiguous parts of (nearly) equal size
-    (``tensor_split``: a last batch of ``m`` examples gives parts of ``ceil(m / W)`` and
-    ``floor(m / W)``), and this rank yields ``(*tensors[part], part)``. ``n`` is the global
-    size (the likelihood's data plate), ``len()`` the number of global batches (every rank
-    steps as often). Its state is the shuffling generator's, as ``TensorBatches``'s.
-
-    :param batch_size: the global batch size ``B`` (``B / W`` examples per rank).
-    :raises ValueError: a batch that cannot give every rank an example.
-    """
-
-    def __init__(self, *tensors: torch.Tensor, batch_size: int, rank: int, world_size: int, shuffle: bool = True, seed: Optional[int] = 0, drop_last: bool = False):
-        super().__init__(*tensors, batch_size=batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last)
-        if not isinstance(world_size, int) or world_size < 1 or not isinstance(rank, int) or not 0 <= rank < world_size:
-            raise ValueError(f"need 0 <= rank < world_size, got rank {rank!r} of {world_size!r}")
-        self.rank, self.world_size = rank, world_size
-        if self.batch_size < world_size:
-            raise ValueError(f"the global batch size {self.batch_size} is smaller than the {world_size} processes: each needs at least one example per step")
-        last = self.n % self.batch_size
-        if last and not drop_last and last < world_size:
-            raise ValueError(
-                f"the last batch holds {last} of the {self.n} examples (batch size {self.batch_size}), fewer than the "
-                f"{world_size} processes: use drop_last=True or a batch size that leaves at least {world_size}"
-            )
-
-    def __iter__(self):
-        device = self.tensors[0].device
-        # the order TensorBatches draws, from the same generator
-        order = torch.randperm(self.n, generator=self.generator).to(device) if self.shuffle else torch.arange(self.n, device=device)
-        for b in range(len(self)):
-            part = order[b * self.batch_size : (b + 1) * self.batch_size].tensor_split(self.world_size)[self.rank]
-            yield (*(t[part] for t in self.tensors), part)
 
 
 # -- what a run on several processes does --------------------------------------------------
@@ -331,7 +290,7 @@ class DataParallel(_ProcessGroupRun):
         return self.is_main
 
     def batches(self, batches: TensorBatches, seed: Optional[int] = None) -> ShardedBatches:
-        """This rank's :class:`ShardedBatches` of ``batches`` (whose generator state rank 0
+        """This rank's :class:`~pyrozoo.data.ShardedBatches` of ``batches`` (whose generator state rank 0
         gives every rank, so that the global batches agree whatever the ranks were seeded with)."""
         sharded = ShardedBatches(*batches.tensors, batch_size=batches.batch_size, rank=self.rank, world_size=self.world_size, shuffle=batches.shuffle, seed=None, drop_last=batches.drop_last)
         state = batches.generator.get_state()
@@ -588,23 +547,3 @@ def gather_chains(samples: Dict[str, torch.Tensor], *, to_all: bool = False, par
     return out if (to_all or parallel.is_main) else None
 
 
-def pool_chains(chains: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
-    """``{site: (chains * draws, *shape)}``: every chain's draws pooled, chain by chain (for
-    :class:`~pyrozoo.inference.SampleGuide` and prediction)."""
-    return {name: v.reshape(v.shape[0] * v.shape[1], *v.shape[2:]) for name, v in chains.items()}
-
-
-def chain_diagnostics(chains: Dict[str, torch.Tensor]) -> pd.DataFrame:
-    """Split R-hat (Gelman et al. 2013, Bayesian Data Analysis, 3rd ed., Sec. 11.4: each chain
-    cut in halves) and the effective sample size across chains, per site: the largest R-hat
-    and the smallest ESS over the site's entries (``pyro.ops.stats``). Needs at least 4 draws
-    per chain; R-hat near 1 (< 1.01 is the usual bar) says the chains agree."""
-    rows = []
-    for name, v in chains.items():
-        if v.dim() < 2 or v.shape[1] < 4:
-            raise ValueError(f"site {name!r}: split R-hat needs (chains, draws >= 4, ...) draws, got shape {tuple(v.shape)}")
-        x = v.double()
-        rhat = split_gelman_rubin(x, chain_dim=0, sample_dim=1)
-        ess = effective_sample_size(x, chain_dim=0, sample_dim=1)
-        rows.append({"site": name, "chains": v.shape[0], "draws": v.shape[1], "max_split_rhat": float(rhat.max()), "min_ess": float(ess.min())})
-    return pd.DataFrame(rows, columns=["site", "chains", "draws", "max_split_rhat", "min_ess"])

@@ -32,7 +32,9 @@ import torch._dynamo  # noqa: E402,F401
 
 from pyrozoo import distributed
 from pyrozoo.data import TensorBatches
-from pyrozoo.distributed import DataParallel, IndependentChains, ShardedBatches, chain_diagnostics, chain_seed, gather_chains, pool_chains
+from pyrozoo.chains import chain_diagnostics, pool_chains
+from pyrozoo.data import ShardedBatches
+from pyrozoo.distributed import DataParallel, IndependentChains, chain_seed, gather_chains
 from pyrozoo.guides import DeltaGuide, MeanFieldNormalGuide
 from pyrozoo.inference import SGHMC, SGLD, BlundellKLReweighting, DiskSamples, InMemorySamples, StochasticApproximation, fit
 from pyrozoo.models import BayesianNeuralNetwork, GaussianLikelihood

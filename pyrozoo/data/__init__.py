@@ -2,7 +2,7 @@
 the UCI layout, CSV / Parquet tables, image arrays), MNIST / Fashion-MNIST from IDX files,
 rotated images, synthetic problems with known answers, and in-memory minibatching."""
 
-from pyrozoo.data.batching import TensorBatches
+from pyrozoo.data.batching import ShardedBatches, TensorBatches
 from pyrozoo.data.gap import gap_rows, gap_split
 from pyrozoo.data.idx import load_mnist, read_idx
 from pyrozoo.data.images import check_input_shape, load_image_arrays
@@ -16,6 +16,7 @@ from pyrozoo.data.validation import check_finite, check_same_length
 
 __all__ = [
     "TensorBatches",
+    "ShardedBatches",
     "load_mnist",
     "read_idx",
     "resolve_data_dir",
