@@ -82,6 +82,20 @@ def test_every_documented_name_exists():
     assert not missing, f"the API reference lists names that do not exist (renamed or removed?): {missing}"
 
 
+def test_no_documented_name_is_a_deprecated_alias():
+    """A former name (served with a FutureWarning) is not documented in place of the new one."""
+    import warnings
+
+    deprecated = []
+    for page, name in documented_names():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            _resolve(name)
+        if any(issubclass(w.category, FutureWarning) for w in caught):
+            deprecated.append(f"{page}: {name}")
+    assert not deprecated, deprecated
+
+
 def test_every_public_name_is_documented():
     documented = {id(_resolve(name)) for _, name in documented_names()}
     undocumented = sorted(name for name, obj in public_names().items() if id(obj) not in documented)
