@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from pyrozoo import atomic
+from tests.runner import SCRIPT_FOLDERS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -174,7 +175,7 @@ def test_scripts_protocols_and_pyrozoo_write_results_only_through_atomic():
     """Every CSV, Markdown, JSON and figure the scripts, the protocols and the package write goes
     through :mod:`pyrozoo.atomic` (a full disk or a kill then leaves the previous file, never
     half of a new one, for ``--resume`` to take as a result)."""
-    files = sorted(p for folder in ("examples", "reproductions", "studies", "tools", "zoo_protocols", "pyrozoo") for p in ROOT.glob(f"{folder}/**/*.py"))
+    files = sorted(p for folder in (*SCRIPT_FOLDERS, ROOT / "zoo_protocols", ROOT / "pyrozoo") for p in folder.glob("**/*.py"))
     assert any(path.parent.name == "zoo_protocols" for path in files)
     assert len(files) > 50
     offenders = [

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests import runner
 
 ROOT = Path(__file__).resolve().parents[1]
 LIBRARY = ROOT / "pyrozoo"
@@ -124,7 +125,7 @@ def test_the_library_imports_no_protocols_and_names_no_repository_layout():
 
 #: the folders of scripts and of the repository-only package (the benchmarks load their shared
 #: timing helper from beside them, by path)
-SCRIPT_FOLDERS = ("examples", "reproductions", "studies", "tools", "zoo_protocols")
+SCRIPT_FOLDERS = (*(folder.name for folder in runner.SCRIPT_FOLDERS), "zoo_protocols")
 
 
 def test_scripts_and_protocols_edit_no_sys_path():

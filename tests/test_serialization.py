@@ -18,6 +18,7 @@ from pyrozoo.inference.sample_storage import DiskSamples
 from pyrozoo.serialization import decode, encode, load_state, save_state
 from pyrozoo.utils import rng_states, set_rng_states
 from tests.inference.cases import conjugate_problem, linear_regression_model, small_bnn
+from tests.runner import SCRIPT_FOLDERS
 
 CONSTRAINTS = [
     constraints.real,
@@ -238,7 +239,7 @@ def test_no_other_loader_unpickles_files():
     (CIFAR's batches, pickles by their format, go through a restricted unpickler)."""
     root = pathlib.Path(__file__).resolve().parents[1]
     offenders = []
-    for folder in ("pyrozoo", "zoo_protocols", "examples", "reproductions", "studies", "tools", "benchmarks", "scripts"):
+    for folder in ("pyrozoo", "zoo_protocols", *(f.name for f in SCRIPT_FOLDERS), "benchmarks", "scripts"):
         for path in sorted((root / folder).rglob("*.py")):
             if path.name == "serialization.py":
                 continue

@@ -18,6 +18,7 @@ import torch
 from pyrozoo import atomic
 from zoo_protocols import provenance as prov
 from tests.zoo_protocols.git_repos import commit_all, git, write
+from tests.runner import SCRIPT_FOLDERS
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tools" / "results_manifest.py"
@@ -113,7 +114,7 @@ def test_every_script_loaded_by_run_path_in_the_repository_is_named_in_its_code(
     """Else a result would not go stale when the script it runs changes; the runbook alone runs
     scripts chosen at run time (its legs), and writes no result of its own."""
     unresolved = {}
-    for path in sorted([*(p for d in ("examples", "reproductions", "studies", "tools") for p in ROOT.glob(f"{d}/**/*.py")), *ROOT.glob("notebooks/*.ipynb")]):
+    for path in sorted([*(p for folder in SCRIPT_FOLDERS for p in folder.glob("**/*.py")), *ROOT.glob("notebooks/*.ipynb")]):
         rel = path.relative_to(ROOT).as_posix()
         lines = prov.script_loads(prov._code_of(path), ROOT, rel)[1]
         if lines:
