@@ -7,9 +7,9 @@ where it runs. The protocols (UCI regression :mod:`zoo_protocols.uci_vi` / :mod:
 :mod:`zoo_protocols.mnist_mlp`, the comparison harness through them) supply the network, the
 likelihood, the data and the training budget, and evaluate these declarations.
 
-Adding a method: write its prior and guide in :mod:`pyrozoo`, add one ``MethodSpec`` to
-:data:`METHODS` here, list its name in the protocols that should run it, and add it to the
-tests' case list (``tests/zoo_protocols/test_methods.py``).
+Adding a method: write its prior and guide in :mod:`pyrozoo`, and add one ``MethodSpec`` to
+:data:`METHODS` here naming the protocols that run it (``protocols=``, :data:`PROTOCOLS`);
+``tests/zoo_protocols/test_methods.py`` builds and trains every declaration.
 
 Factories take the run's :class:`~zoo_protocols.config.Settings` (``s``), so any default below is
 overridden by the run's ``extra`` settings without the protocols knowing the method.
