@@ -55,7 +55,6 @@ numbers)::
     python studies/bbb_mnist.py --quick         # smoke run used by the tests
 """
 
-import argparse
 import math
 import time
 from typing import Dict, Sequence
@@ -68,12 +67,11 @@ from torch import nn
 
 from pyrozoo.compression.graves import signal_to_noise
 from pyrozoo.data import load_mnist
-from pyrozoo.reporting import save_table, to_markdown
 from pyrozoo.utils import set_seed
 from zoo_protocols.bayes_by_backprop import INIT_SCALE, pruning, scores, settings, train
-from zoo_protocols.cli import DEFAULT_RESULTS_DIR, add_common_arguments, name_list, positive_int, run_main
+from zoo_protocols.cli import add_subset_argument, positive_int, run_main
 from zoo_protocols.intervals import mean_se
-from zoo_protocols.provenance import provenance_line
+from zoo_protocols.study import study_notes, study_parser, write_study
 
 STEM = "bbb_mnist"
 IMPLEMENTATIONS = ("independent", "pyrozoo")
@@ -352,7 +350,7 @@ def verdict(summary: pd.DataFrame, published: float = 1.36, committed: float = 1
 # -- command line -------------------------------------------------------------------------------
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = study_parser(__doc__)
     parser.add_argument("--seeds", type=positive_int, default=6, help="seeds --seed, --seed + 1, ...")
     parser.add_argument("--epochs", type=positive_int, default=5)
     parser.add_argument("--hidden", type=positive_int, default=400, help="units in each hidden layer")
@@ -360,15 +358,8 @@ def parse_args(argv=None):
     parser.add_argument("--test-size", type=positive_int, default=10000, help="the first N test images")
     parser.add_argument("--num-samples", type=positive_int, default=20, help="weight draws of the posterior predictive")
     parser.add_argument("--kl-weights", choices=["uniform", "blundell"], default="uniform", help="minibatch KL weights: 1/M or eq. 9's")
-    parser.add_argument("--threads", type=positive_int, default=1, help="torch intra-op threads")
-    parser.add_argument("--implementations", type=name_list, default=",".join(IMPLEMENTATIONS), help="comma-separated subset of " + ", ".join(IMPLEMENTATIONS))
-    add_common_arguments(parser)
-    parser.set_defaults(results_dir=DEFAULT_RESULTS_DIR / "controlled")
-    args = parser.parse_args(argv)
-    bad = [i for i in args.implementations if i not in IMPLEMENTATIONS]
-    if bad:
-        parser.error(f"unknown implementations {bad}; choose from {', '.join(IMPLEMENTATIONS)}")
-    return args
+    add_subset_argument(parser, "--implementations", IMPLEMENTATIONS)
+    return parser.parse_args(argv)
 
 
 def main(argv=None):
@@ -400,8 +391,7 @@ def main(argv=None):
     text = verdict(summary)
     script = "studies/bbb_mnist.py"
     seconds = time.perf_counter() - started
-    notes = (
-        f"{text}\n\n"
+    setting = (
         f"Setting: MNIST, the first {n_train} training and {n_test} test images, 784-{hidden}-{hidden}-10 ReLU MLP, scale-mixture "
         f"prior pi = {PI}, -log sigma1 = {NEG_LOG_SIGMA1:g}, -log sigma2 = {NEG_LOG_SIGMA2:g} on weights and biases, posterior sd "
         f"initialised at softplus(-5) = {INIT_SCALE:.4g}, one weight sample per minibatch of {BATCH_SIZE}, Monte Carlo KL, "
@@ -413,16 +403,12 @@ def main(argv=None):
         "Paper budget (Blundell et al. 2015, sec. 5.1; not in the shared sources, so recalled and unverified except the grid, "
         "which the shared notes give as recalled too): 50,000 training and 10,000 validation images, training up to 600 "
         "epochs, the learning rate and the prior's pi in {1/4, 1/2, 3/4}, -log sigma1 in {0, 1, 2}, -log sigma2 in {6, 7, 8} "
-        "chosen on the validation set; Table 1 reports the selected configuration.\n\n"
-        + provenance_line(script, ['pyrozoo', 'zoo_protocols/bayes_by_backprop.py'], seconds)
+        "chosen on the validation set; Table 1 reports the selected configuration."
     )
+    notes = study_notes(text, setting, script, ['pyrozoo', 'zoo_protocols/bayes_by_backprop.py'], seconds)
     table = pd.concat([summary.assign(seed="mean"), runs], ignore_index=True)
     columns = ["implementation", "target_kept", "seed", "seeds"] + [c for col in VALUE_COLUMNS for c in (col, f"{col}_se")] + ["seconds"]
-    table = table[[c for c in columns if c in table]]
-    print(to_markdown(summary, floatfmt=".4g"))
-    print(text)
-    save_table(table, STEM, args.results_dir, title="Controlled experiment: Bayes by Backprop on MNIST, pyrozoo against an independent implementation", notes=notes)
-    return table
+    return write_study(table, STEM, args.results_dir, title="Controlled experiment: Bayes by Backprop on MNIST, pyrozoo against an independent implementation", verdict=text, notes=notes, shown=[summary], columns=columns)
 
 
 if __name__ == "__main__":

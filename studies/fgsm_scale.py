@@ -62,15 +62,14 @@ import pyro
 import torch
 import torch.nn.functional as F
 
-from pyrozoo.reporting import save_table, to_markdown
 from pyrozoo.robustness import fgsm_accuracy, fgsm_attack
 from pyrozoo.utils import set_seed
-from zoo_protocols.cli import DEFAULT_RESULTS_DIR, add_common_arguments, name_list, positive_float, positive_int, run_main
+from zoo_protocols.cli import add_subset_argument, positive_float, positive_int, run_main
 from zoo_protocols.cnn import METHODS as RECIPE_METHODS
 from zoo_protocols.cnn import load
 from zoo_protocols.cnn import run as run_method
 from zoo_protocols.intervals import mean_se
-from zoo_protocols.provenance import provenance_line
+from zoo_protocols.study import study_notes, study_parser, write_study
 
 STEM = "fgsm_scale"
 METHODS = ("adam", "sghmc", "sghmc-sa")
@@ -269,8 +268,8 @@ def verdict(runs: pd.DataFrame, summary: pd.DataFrame) -> str:
 # -- command line ----------------------------------------------------------------------------------
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--methods", type=name_list, default=",".join(METHODS), help="comma-separated subset of " + ", ".join(RECIPE_METHODS))
+    parser = study_parser(__doc__)
+    add_subset_argument(parser, "--methods", RECIPE_METHODS, default=METHODS)
     parser.add_argument("--seeds", type=positive_int, default=3, help="seeds --seed, --seed + 1, ...")
     parser.add_argument("--train-size", type=positive_int, default=5000, help="the first N training images")
     parser.add_argument("--test-size", type=positive_int, default=300, help="the first N test images, attacked")
@@ -278,13 +277,7 @@ def parse_args(argv=None):
     parser.add_argument("--batch-size", type=positive_int, default=100)
     parser.add_argument("--lr", type=positive_float, default=None, help="sampler step size (default: 5e-7 * 60000 / train size)")
     parser.add_argument("--thin", type=positive_int, default=25, help="iterations between averaged samples")
-    parser.add_argument("--threads", type=positive_int, default=1, help="torch intra-op threads")
-    add_common_arguments(parser)
-    parser.set_defaults(results_dir=DEFAULT_RESULTS_DIR / "controlled")
     args = parser.parse_args(argv)
-    bad = [m for m in args.methods if m not in RECIPE_METHODS]
-    if bad:
-        parser.error(f"unknown methods {bad}; choose from {', '.join(RECIPE_METHODS)}")
     if args.quick:
         args.seeds, args.train_size, args.test_size, args.epochs, args.batch_size, args.thin = 2, 100, 20, 1, 50, 1
     if args.lr is None:
@@ -328,8 +321,7 @@ def main(argv=None):
     text = verdict(runs, summary)
     script = "studies/fgsm_scale.py"
     seconds = time.perf_counter() - started
-    notes = (
-        f"{text}\n\n"
+    setting = (
         f"Setting: MNIST, the first {args.train_size} training images and the first {args.test_size} test images attacked; "
         f"the 2-Conv-2-FC CNN trained by zoo_protocols.cnn.run (reproductions/classify_cnn.py's recipe), batch {args.batch_size}, "
         f"{args.epochs} epochs; Adam 0.001 (Vanilla, MAP under N(0, 1)); SGHMC / SGHMC-SA on the SSGL model (v0 = 1, v1 = 0.1, "
@@ -342,18 +334,13 @@ def main(argv=None):
         f"pyrozoo (crafted against the first averaged sample and its prediction, scored by the log-pooled ensemble). "
         f"Units: pixel = zeta on images in [0, 1]; normalised = zeta on (x - {MNIST_MEAN}) / {MNIST_STD}, clipped to the "
         f"valid range (pixel_epsilon = zeta * {MNIST_STD}); symmetric = zeta on (x - 0.5) / 0.5, in [-1, 1] (pixel_epsilon = zeta * 0.5). Mean +- s.e. over {args.seeds} seeds. The paper (Fig. 2, "
-        "MNIST, zeta 0.5, read off the poster): SGHMC-SA about 22 %, SGHMC about 20 %, Dropout about 12 %, Vanilla about 10 %.\n\n"
-        + provenance_line(script, ['zoo_protocols/cnn.py', 'pyrozoo'], seconds)
+        "MNIST, zeta 0.5, read off the poster): SGHMC-SA about 22 %, SGHMC about 20 %, Dropout about 12 %, Vanilla about 10 %."
     )
+    notes = study_notes(text, setting, script, ['zoo_protocols/cnn.py', 'pyrozoo'], seconds)
     table = pd.concat([summary.assign(seed="mean"), runs], ignore_index=True)
     columns = ["method", "attack", "scale", "zeta", "pixel_epsilon", "seed", "seeds", "samples", "accuracy", "accuracy_se",
                "clean_accuracy", "clean_accuracy_se", "same_images", "same_pixels", "train_seconds", "seconds"]
-    table = table[[c for c in columns if c in table]]
-    if not args.no_progress:
-        print(to_markdown(summary, floatfmt=".4g"))
-        print(text)
-    save_table(table, STEM, args.results_dir, title="Controlled experiment: FGSM on the 2-Conv-2-FC CNN, pixel vs normalised units", notes=notes)
-    return table
+    return write_study(table, STEM, args.results_dir, title="Controlled experiment: FGSM on the 2-Conv-2-FC CNN, pixel vs normalised units", verdict=text, notes=notes, shown=[summary], columns=columns, quiet=args.no_progress)
 
 
 if __name__ == "__main__":

@@ -55,11 +55,10 @@ from pyrozoo.guides import VariationalDropoutGuide
 from pyrozoo.inference import fit
 from pyrozoo.models import MLP, BayesianNeuralNetwork, CategoricalLikelihood
 from pyrozoo.poutine import latent_scale, local_reparameterization, weight_means
-from pyrozoo.reporting import save_table, to_markdown
 from zoo_protocols import methods as declared
 from zoo_protocols.cli import DEFAULT_RESULTS_DIR, data_dir_default, existing_directory, positive_int, positive_int_list, run_main
 from zoo_protocols.config import RunConfig
-from zoo_protocols.provenance import provenance_line
+from zoo_protocols.study import study_notes, write_study
 
 STEM = "local_reparam_variance_scale"
 SCRIPT = "studies/local_reparam_variance_scale.py"
@@ -300,8 +299,7 @@ def main(argv=None):
     ours = committed[committed.estimator == LRT].iloc[0]
     text = verdict(table, example["PUBLISHED"], ours, example["METHOD"])
     seconds = time.perf_counter() - started
-    notes = (
-        f"{text}\n\n"
+    setting = (
         f"Setting: the first {n} MNIST training images (N = {n} in the estimator), MLP 784-{'-'.join(map(str, hidden))}-10 with the example's "
         f"declared methods ({'; '.join(f'{m}: {declared.method(m).description}' for m in methods)}; mean-field init scale 1e-2; vd-weight with log alpha "
         "in [-20, 0], i.e. alpha <= 1 as Kingma et al., and its declared initialisation), "
@@ -316,13 +314,10 @@ def main(argv=None):
         "20-22 (/work/shared/papers/toronto2017-vi-for-bnns-slides.md); minibatches of 1000 examples, the average over entries and variational "
         "dropout with independent weight noise are Table 1's caption there; alpha <= 1 and w = theta (1 + sqrt(alpha) eps) are in "
         "/work/shared/notes/sparse-vd-variance-nets-compression.md; the network's size (3 hidden layers of 1000 units in the example's default) "
-        "and the training schedule are not in the transcription.\n\n"
-        + provenance_line(SCRIPT, ["reproductions/local_reparam_variance.py", "pyrozoo"], seconds, argv)
+        "and the training schedule are not in the transcription."
     )
-    print(to_markdown(table, floatfmt=".3g"))
-    print(text)
-    save_table(table, STEM, args.results_dir, title="Controlled experiment: the scale of the gradient-variance table (Kingma et al. 2015, Table 1)", notes=notes, floatfmt=".4g")
-    return table
+    notes = study_notes(text, setting, SCRIPT, ["reproductions/local_reparam_variance.py", "pyrozoo"], seconds, argv)
+    return write_study(table, STEM, args.results_dir, title="Controlled experiment: the scale of the gradient-variance table (Kingma et al. 2015, Table 1)", verdict=text, notes=notes, shown=[table], shown_floatfmt=".3g")
 
 
 if __name__ == "__main__":

@@ -43,7 +43,6 @@ Writes ``<results-dir>/lrt_speed.{csv,md}``::
     python studies/lrt_speed.py --quick                  # smoke run used by the tests
 """
 
-import argparse
 import math
 import runpy
 import time
@@ -61,11 +60,11 @@ from pyrozoo.guides import MeanFieldNormalGuide
 from pyrozoo.inference import ClosedFormKL_ELBO
 from pyrozoo.models import MLP, BayesianNeuralNetwork, CategoricalLikelihood, NormalPrior
 from pyrozoo.poutine import local_reparameterization, weights_per_example
-from pyrozoo.reporting import save_table, to_markdown
-from zoo_protocols.cli import DEFAULT_RESULTS_DIR, add_common_arguments, positive_int, positive_int_list, run_main
-from zoo_protocols.provenance import provenance_line
+from zoo_protocols.cli import add_subset_argument, positive_int_list, run_main
+from zoo_protocols.study import study_notes, study_parser, write_study
 
 STEM = "lrt_speed"
+IMPLEMENTATIONS = ("pyrozoo", "independent")
 #: Kingma et al. (2015): separate weight samples per data point 1635 s, local reparameterization 7.4 s
 PAPER_SECONDS = {"per-example": 1635.0, "local": 7.4}
 PAPER_RATIO = PAPER_SECONDS["per-example"] / PAPER_SECONDS["local"]
@@ -248,18 +247,10 @@ def verdict(table: pd.DataFrame) -> str:
 # -- command line -------------------------------------------------------------------------------
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = study_parser(__doc__, threads="torch intra-op threads (the clock counts this thread only: keep 1)")
     parser.add_argument("--batch-sizes", type=positive_int_list, default="10,50,100,500,1000", help="minibatch sizes to time")
-    parser.add_argument("--threads", type=positive_int, default=1, help="torch intra-op threads (the clock counts this thread only: keep 1)")
-    parser.add_argument("--implementations", default="pyrozoo,independent", help="comma-separated subset of pyrozoo, independent")
-    add_common_arguments(parser)
-    parser.set_defaults(results_dir=DEFAULT_RESULTS_DIR / "controlled")
-    args = parser.parse_args(argv)
-    args.implementations = [s for s in args.implementations.split(",") if s]
-    bad = [i for i in args.implementations if i not in ("pyrozoo", "independent")]
-    if bad or not args.implementations:
-        parser.error(f"unknown implementations {bad}; choose from pyrozoo, independent")
-    return args
+    add_subset_argument(parser, "--implementations", IMPLEMENTATIONS)
+    return parser.parse_args(argv)
 
 
 def main(argv=None):
@@ -285,19 +276,15 @@ def main(argv=None):
     text = verdict(table)
     script = "studies/lrt_speed.py"
     seconds = time.perf_counter() - started
-    notes = (
-        f"{text}\n\n"
+    setting = (
         f"Setting: MLP {'-'.join(map(str, SIZES))} (ReLU), mean-field Gaussian posterior over weights and biases, N(0, 1) prior, "
         f"closed-form KL, the data term scaled by N / B with N = {N_DATA}; one gradient estimate = forward and backward of the "
         "negative ELBO on one minibatch (random inputs: the cost does not depend on the values). Seconds: median CPU time of "
         f"this thread per estimate over `rounds` interleaved rounds (one estimate each, after a warm-up), torch threads "
-        f"{torch.get_num_threads()}; ratio = per-example weights / local reparameterization, within one implementation.\n\n"
-        + provenance_line(script, ['pyrozoo'], seconds)
+        f"{torch.get_num_threads()}; ratio = per-example weights / local reparameterization, within one implementation."
     )
-    print(to_markdown(table, floatfmt=".4g"))
-    print(text)
-    save_table(table, STEM, args.results_dir, title="Controlled experiment: speed of local reparameterization against per-example weights", notes=notes, floatfmt=".4g")
-    return table
+    notes = study_notes(text, setting, script, ['pyrozoo'], seconds)
+    return write_study(table, STEM, args.results_dir, title="Controlled experiment: speed of local reparameterization against per-example weights", verdict=text, notes=notes, shown=[table])
 
 
 if __name__ == "__main__":

@@ -44,7 +44,6 @@ Writes ``<results-dir>/marginal_vs_joint.{csv,md}``::
     python studies/marginal_vs_joint.py --quick    # smoke run used by the tests
 """
 
-import argparse
 import functools
 import math
 import time
@@ -60,14 +59,13 @@ from torch import nn
 from pyrozoo.data.uci import UCIDataset
 from pyrozoo.inference import ClosedFormKL_ELBO, fit
 from pyrozoo.models import BayesianNeuralNetwork, GaussianLikelihood
-from pyrozoo.reporting import save_table, to_markdown
 from pyrozoo.utils import set_seed
-from zoo_protocols.cli import DEFAULT_RESULTS_DIR, add_common_arguments, positive_int, run_main
+from zoo_protocols.cli import DEFAULT_RESULTS_DIR, positive_int, run_main
 from zoo_protocols.config import RunConfig
 from zoo_protocols.intervals import mean_se
 from zoo_protocols.lenet_recipes import linear_to_zero
 from zoo_protocols.methods import method as declaration
-from zoo_protocols.provenance import provenance_line
+from zoo_protocols.study import study_notes, study_parser, write_study
 
 STEM = "marginal_vs_joint"
 #: the hyperprior Gamma(a, b) of the concrete result (and its marginal: Student-t, 2a dof, scale sqrt(b / a))
@@ -488,7 +486,7 @@ def concrete_result(results_dir) -> Optional[Dict[str, float]]:
 # -- command line -------------------------------------------------------------------------------
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = study_parser(__doc__)
     parser.add_argument("--sizes", type=lambda s: [positive_int(v) for v in s.split(",")], default=[5, 20, 50, 200], help="training-set sizes (comma-separated)")
     parser.add_argument("--seeds", type=positive_int, default=5, help="seeds --seed, --seed + 1, ... (seed k uses concrete split k)")
     parser.add_argument("--steps", type=positive_int, default=2000, help="pyrozoo's full-batch Adam steps")
@@ -498,9 +496,6 @@ def parse_args(argv=None):
     parser.add_argument("--check-K2", type=lambda s: [positive_int(v) for v in s.split(",")], default=[1, 8, 128], help="K2 values of the bound check")
     parser.add_argument("--check-particles", type=positive_int, default=2000, help="one-particle bound values per side in the bound check")
     parser.add_argument("--is-samples", type=positive_int, default=200000, help="importance samples of the log evidence")
-    parser.add_argument("--threads", type=positive_int, default=1, help="torch intra-op threads")
-    add_common_arguments(parser)
-    parser.set_defaults(results_dir=DEFAULT_RESULTS_DIR / "controlled")
     return parser.parse_args(argv)
 
 
@@ -527,8 +522,7 @@ def main(argv=None):
     text = verdict(summary, checks, fits, coefficient, concrete)
     script = "studies/marginal_vs_joint.py"
     seconds = time.perf_counter() - started
-    notes = (
-        f"{text}\n\n"
+    setting = (
         f"Setting: Bayesian linear regression (8 concrete features and an intercept, standardised with the split's training "
         f"statistics) on n = {', '.join(map(str, sizes))} random training rows of concrete split k for seed k ({n_seeds} seeds), "
         f"noise precision fixed at {NOISE_PRECISION:.3g}; prior w | lambda ~ N(0, 1/lambda), lambda ~ Gamma({A:g}, {B:g}) per "
@@ -550,9 +544,9 @@ def main(argv=None):
         "without Monte Carlo. One-coefficient rows: a single coefficient with the same prior whose likelihood is "
         "N(data_estimate; w, 1/data_precision) (no data at precision 0), exact optima; sigma_marginal / sigma_joint: the "
         "optimal posterior scales. All values in nats for the whole training set. The concrete comparison in the verdict "
-        "reads docs/results/dsivi_hierarchical_bnn_concrete_runs.csv (elbo_exact per example, paired by split).\n\n"
-        + provenance_line(script, ['pyrozoo'], seconds)
+        "reads docs/results/dsivi_hierarchical_bnn_concrete_runs.csv (elbo_exact per example, paired by split)."
     )
+    notes = study_notes(text, setting, script, ['pyrozoo'], seconds)
     fits = fits.assign(seed=fits.seed.astype(object))
     table = pd.concat([summary, fits, coefficient, checks], ignore_index=True)
     columns = [
@@ -562,13 +556,7 @@ def main(argv=None):
         "sigma_marginal", "sigma_joint", "K2", "particles", "pyrozoo_bound",
         "independent_bound", "difference", "difference_se", "exact_value", "seconds",
     ]
-    table = table[[c for c in columns if c in table]]
-    print(to_markdown(summary, floatfmt=".4g"))
-    print(to_markdown(coefficient, floatfmt=".4g"))
-    print(to_markdown(checks, floatfmt=".4g"))
-    print(text)
-    save_table(table, STEM, args.results_dir, title="Controlled experiment: does marginal training of the hierarchical prior fit better than joint training?", notes=notes)
-    return table
+    return write_study(table, STEM, args.results_dir, title="Controlled experiment: does marginal training of the hierarchical prior fit better than joint training?", verdict=text, notes=notes, shown=[summary, coefficient, checks], columns=columns)
 
 
 if __name__ == "__main__":

@@ -43,7 +43,6 @@ generated from the numbers::
     python studies/phase_transition.py --quick      # smoke run used by the tests
 """
 
-import argparse
 import math
 import time
 from typing import Dict, List
@@ -54,11 +53,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from pyrozoo.data import load_mnist
-from pyrozoo.reporting import save_table, to_markdown
-from zoo_protocols.cli import DEFAULT_RESULTS_DIR, add_common_arguments, name_list, positive_int, run_main
+from zoo_protocols.cli import add_subset_argument, positive_int, run_main
 from zoo_protocols.intervals import mean_se
 from zoo_protocols.lenet_recipes import kl_warmup, linear_to_zero
-from zoo_protocols.provenance import provenance_line
+from zoo_protocols.study import study_notes, study_parser, write_study
 from zoo_protocols.variance_networks import COLLAPSED_ACCURACY, accuracy_tracker, make_variance_network, train_variational_dropout
 
 STEM = "phase_transition"
@@ -256,23 +254,16 @@ def verdict(summary: pd.DataFrame, steps: int, gap: float = float("nan")) -> str
 # -- command line -------------------------------------------------------------------------------
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--parameterizations", type=name_list, default=",".join(PARAMETERIZATIONS), help="comma-separated subset of " + ", ".join(PARAMETERIZATIONS))
-    parser.add_argument("--implementations", type=name_list, default=",".join(IMPLEMENTATIONS), help="comma-separated subset of " + ", ".join(IMPLEMENTATIONS))
+    parser = study_parser(__doc__)
+    add_subset_argument(parser, "--parameterizations", PARAMETERIZATIONS)
+    add_subset_argument(parser, "--implementations", IMPLEMENTATIONS)
     parser.add_argument("--seeds", type=positive_int, default=2, help="seeds --seed, --seed + 1, ...")
     parser.add_argument("--epochs", type=positive_int, default=200)
     parser.add_argument("--track-every", type=positive_int, default=25, help="epochs between measurements along training")
     parser.add_argument("--train-size", type=positive_int, default=10000, help="the first N training images")
     parser.add_argument("--test-size", type=positive_int, default=2000, help="the first N test images")
     parser.add_argument("--num-samples", type=positive_int, default=10, help="weight samples for test-time averaging")
-    parser.add_argument("--threads", type=positive_int, default=1, help="torch intra-op threads")
-    add_common_arguments(parser)
-    parser.set_defaults(results_dir=DEFAULT_RESULTS_DIR / "controlled")
-    args = parser.parse_args(argv)
-    bad = [p for p in args.parameterizations if p not in PARAMETERIZATIONS] + [i for i in args.implementations if i not in IMPLEMENTATIONS]
-    if bad:
-        parser.error(f"unknown parameterizations or implementations {bad}; choose from {', '.join(PARAMETERIZATIONS)} and {', '.join(IMPLEMENTATIONS)}")
-    return args
+    return parser.parse_args(argv)
 
 
 def main(argv=None):
@@ -303,8 +294,7 @@ def main(argv=None):
     summary = summarize(final)
     text = verdict(summary, steps, largest_gap(runs))
     seconds = time.perf_counter() - started
-    notes = (
-        f"{text}\n\n"
+    setting = (
         f"Setting: MNIST, the first {n_train} training and {n_test} test images, LeNet-300-100 (784-300-100-10, ReLU), the "
         f"log-uniform prior, batch {BATCH_SIZE}, {epochs} epochs ({steps} Adam steps), Adam {LR:g} decayed per epoch linearly "
         f"to 0, the recipe's KL warm-up for {epochs} epochs, initial log alpha {INIT_LOG_ALPHA:g} clipped to "
@@ -314,16 +304,12 @@ def main(argv=None):
         f"(rows with seed 'mean'), the other rows every {track_every} epochs of every run. A parameterization has gone through "
         f"the transition when mean propagation is below {COLLAPSED_ACCURACY:g} % and test-time averaging above {ACCURATE:g} %, "
         "each two standard errors inside. The thesis: mean propagation 11.3 %, test-time averaging 99.2 % (layer and neuron, "
-        "200 epochs of full MNIST).\n\n"
-        + provenance_line("studies/phase_transition.py", ["pyrozoo"], seconds)
+        "200 epochs of full MNIST)."
     )
+    notes = study_notes(text, setting, "studies/phase_transition.py", ["pyrozoo"], seconds)
     table = pd.concat([summary, runs], ignore_index=True)
     first = ["parameterization", "implementation", "seed", "seeds", "epoch"]
-    table = table[first + [c for c in table if c not in first]]
-    print(to_markdown(summary, floatfmt=".4g"))
-    print(text)
-    save_table(table, STEM, args.results_dir, title="Controlled experiment: does variational dropout with shared rates become a variance network?", notes=notes)
-    return table
+    return write_study(table, STEM, args.results_dir, title="Controlled experiment: does variational dropout with shared rates become a variance network?", verdict=text, notes=notes, shown=[summary], first=first)
 
 
 if __name__ == "__main__":

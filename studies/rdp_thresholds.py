@@ -28,7 +28,6 @@ numbers)::
     python studies/rdp_thresholds.py --statistics other_statistics.json
 """
 
-import argparse
 import json
 import time
 from pathlib import Path
@@ -37,9 +36,9 @@ import numpy as np
 import pandas as pd
 
 from pyrozoo.compression.radial_directional import widest_gap
-from pyrozoo.reporting import save_table, to_markdown
-from zoo_protocols.cli import DEFAULT_RESULTS_DIR, add_common_arguments, run_main
-from zoo_protocols.provenance import provenance_line, repo_root
+from zoo_protocols.cli import run_main
+from zoo_protocols.provenance import repo_root
+from zoo_protocols.study import study_notes, study_parser, write_study
 
 STEM = "rdp_thresholds"
 #: the layers of LeNet-5-Caffe's architecture string (Louizos et al. 2017's units: conv1's and
@@ -119,11 +118,9 @@ def verdict(table: pd.DataFrame) -> str:
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_common_arguments(parser)
+    parser = study_parser(__doc__, threads=False)
     parser.add_argument("--statistics", type=Path, default=None,
                         help="per-unit pruning statistics (default: <repo>/docs/results/rdp_lenet5_e200_pruning_statistics.json)")
-    parser.set_defaults(results_dir=DEFAULT_RESULTS_DIR / "controlled")
     return parser.parse_args(argv)
 
 
@@ -138,19 +135,15 @@ def main(argv=None):
     table = layer_rows(stats)
     text = verdict(table)
     script = "studies/rdp_thresholds.py"
-    notes = (
-        f"Verdict: {text}\n\n"
+    setting = (
         f"Setting: the per-unit statistics of {Path(path).name} ({stats.get('statistic', '')}; test error {stats.get('test_error')} %, "
         f"architecture {stats.get('pruned_architecture')}); a layer's units as in Louizos et al. (2017)'s architecture strings. "
         "gap_low / gap_high: the statistic's values on either side of its largest gap (nats); upper_cluster: the units above it; "
         "threshold_for_paper_count: the threshold that keeps Oh et al. (2020, Table 2)'s count (the paper's 4-7-110-66), "
-        "paper_threshold_above_gap_by: how far it lies above the gap (inside the kept cluster).\n\n"
-        + provenance_line(script, ["reproductions/compress_lenet.py"], time.perf_counter() - started)
+        "paper_threshold_above_gap_by: how far it lies above the gap (inside the kept cluster)."
     )
-    print(to_markdown(table, floatfmt=".4g"))
-    print(text)
-    save_table(table, STEM, args.results_dir, title="Controlled experiment: does the threshold explain RDP's LeNet-5 architecture?", notes=notes)
-    return table
+    notes = study_notes(text, setting, script, ["reproductions/compress_lenet.py"], time.perf_counter() - started)
+    return write_study(table, STEM, args.results_dir, title="Controlled experiment: does the threshold explain RDP's LeNet-5 architecture?", verdict=text, notes=notes, shown=[table])
 
 
 if __name__ == "__main__":

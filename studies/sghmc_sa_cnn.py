@@ -63,13 +63,12 @@ import pyro
 import torch
 from scipy import stats
 
-from pyrozoo.reporting import save_table, to_markdown
 from pyrozoo.utils import set_seed
-from zoo_protocols.cli import DEFAULT_RESULTS_DIR, add_common_arguments, name_list, positive_int, run_main
+from zoo_protocols.cli import add_subset_argument, positive_int, run_main
 from zoo_protocols.cnn import DATASETS, PUBLISHED, TAU, load
 from zoo_protocols.cnn import run as run_method
 from zoo_protocols.intervals import mean_se
-from zoo_protocols.provenance import provenance_line
+from zoo_protocols.study import study_notes, study_parser, write_study
 
 STEM = "sghmc_sa_cnn"
 METHODS = ("sghmc", "sghmc-sa")
@@ -180,21 +179,15 @@ def verdict(runs: pd.DataFrame, summary: pd.DataFrame, sa_discrepancy: float) ->
 # -- command line ----------------------------------------------------------------------------------
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--datasets", type=name_list, default="mnist,fashion", help="comma-separated subset of " + ", ".join(DATASETS))
+    parser = study_parser(__doc__)
+    add_subset_argument(parser, "--datasets", DATASETS)
     parser.add_argument("--seeds", type=positive_int, default=4, help="seeds --seed, --seed + 1, ...")
     parser.add_argument("--train-size", type=positive_int, default=5000, help="the first N training images")
     parser.add_argument("--test-size", type=positive_int, default=10000, help="the first N test images")
     parser.add_argument("--epochs", type=positive_int, default=20)
     parser.add_argument("--batch-size", type=positive_int, default=100)
     parser.add_argument("--thin", type=positive_int, default=50, help="iterations between averaged samples")
-    parser.add_argument("--threads", type=positive_int, default=1, help="torch intra-op threads")
-    add_common_arguments(parser)
-    parser.set_defaults(results_dir=DEFAULT_RESULTS_DIR / "controlled")
     args = parser.parse_args(argv)
-    bad = [d for d in args.datasets if d not in DATASETS]
-    if bad:
-        parser.error(f"unknown data sets {bad}; choose from {', '.join(DATASETS)}")
     if args.seeds < 2:
         parser.error("--seeds must be at least 2: the paired difference needs an interval")
     if args.quick:
@@ -250,8 +243,7 @@ def main(argv=None):
     script = "studies/sghmc_sa_cnn.py"
     seconds = time.perf_counter() - started
     steps = args.epochs * math.ceil(args.train_size / args.batch_size)
-    notes = (
-        f"Verdict: {text}\n\n"
+    setting = (
         f"Setting: {', '.join(DATASETS[d] for d in args.datasets)}, the first {args.train_size} training images, the first {args.test_size} test images; "
         f"the 2-Conv-2-FC CNN trained by zoo_protocols.cnn.run (reproductions/classify_cnn.py's recipe), batch {args.batch_size}, {args.epochs} epochs "
         f"({steps} steps), burn-in 30 %, thinning {args.thin}; SGHMC (momentum 0.9) on the SSGL model of FC1's weights (v0 = 1, v1 = 0.1, sigma = 1, "
@@ -261,20 +253,15 @@ def main(argv=None):
         "rho_mean, spike_share (rho < 1/2), kappa0_mean, kappa1_mean, delta, sigma: the SSGL state on FC1 at the end; fc1_relative_distance: "
         "|w_SA - w_SGHMC| / |w_SGHMC| of the coupled runs' last samples; prediction_disagreement: % of test images whose predicted class differs "
         f"between the two posterior averages. Means +- s.e. and 95 % t-intervals over {args.seeds} seeds. The paper (Table 2, one run each): "
-        + "; ".join(f"{DATASETS[d]} SGHMC {PUBLISHED[('sghmc', d)]} %, SGHMC-SA {PUBLISHED[('sghmc-sa', d)]} %" for d in args.datasets) + ".\n\n"
-        + provenance_line(script, ["zoo_protocols/cnn.py", "studies/sgmcmc_sa_uci.py", "pyrozoo"], seconds)
+        + "; ".join(f"{DATASETS[d]} SGHMC {PUBLISHED[('sghmc', d)]} %, SGHMC-SA {PUBLISHED[('sghmc-sa', d)]} %" for d in args.datasets) + "."
     )
+    notes = study_notes(text, setting, script, ["zoo_protocols/cnn.py", "studies/sgmcmc_sa_uci.py", "pyrozoo"], seconds)
     table = pd.concat([summary, runs_frame, pairs_frame], ignore_index=True)
     columns = ["dataset", "method", "seed", "seeds", "samples", "accuracy", "accuracy_se", "accuracy_sd", "published_accuracy", "test_ll",
                "accuracy_difference", "accuracy_difference_se", "accuracy_difference_low", "accuracy_difference_high", "published_difference",
                "test_ll_difference", "fc1_relative_distance", "prediction_disagreement", "rho_mean", "spike_share", "kappa0_mean", "kappa1_mean",
                "delta", "sigma", "train_seconds"]
-    table = table[[c for c in columns if c in table]]
-    if not args.no_progress:
-        print(to_markdown(summary, floatfmt=".4g"))
-        print(text)
-    save_table(table, STEM, args.results_dir, title="Controlled experiment: SGHMC-SA against SGHMC on the 2-Conv-2-FC CNN, coupled seeds", notes=notes)
-    return table
+    return write_study(table, STEM, args.results_dir, title="Controlled experiment: SGHMC-SA against SGHMC on the 2-Conv-2-FC CNN, coupled seeds", verdict=text, notes=notes, shown=[summary], columns=columns, quiet=args.no_progress)
 
 
 if __name__ == "__main__":

@@ -60,7 +60,6 @@ difference to A-SGHMC over the splits, the SA diagnostics; per-run rows in
     python studies/sgmcmc_sa_uci.py --quick       # smoke run used by the tests
 """
 
-import argparse
 import math
 import time
 from typing import Dict
@@ -75,14 +74,15 @@ from pyrozoo.data import UCIDataset, parse_splits
 from pyrozoo.inference.diagnostics import DivergenceError
 from pyrozoo.inference.sgmcmc_sa import StochasticApproximation
 from pyrozoo.models.spike_and_slab import SpikeAndSlabPrior
-from pyrozoo.reporting import save_table, to_markdown
+from pyrozoo.reporting import save_table
 from pyrozoo.utils import set_seed
 from zoo_protocols import uci_sgmcmc
-from zoo_protocols.cli import DEFAULT_RESULTS_DIR, add_common_arguments, run_main
+from zoo_protocols.cli import run_main
 from zoo_protocols.config import RunConfig
 from zoo_protocols.intervals import mean_se
 from zoo_protocols.methods import SSGL_DEFAULTS, method as declaration
-from zoo_protocols.provenance import provenance_line, repo_root
+from zoo_protocols.provenance import repo_root
+from zoo_protocols.study import study_notes, study_parser, write_study
 
 STEM = "sgmcmc_sa_uci"
 DATASET = "bostonHousing"
@@ -324,11 +324,9 @@ def verdict(summary: pd.DataFrame, sa_discrepancy: float) -> str:
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_common_arguments(parser)
+    parser = study_parser(__doc__, threads=False)
     parser.add_argument("--splits", default="0-9", help="standard Boston splits, paired across variants (default 0-9)")
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated subset of " + ", ".join(VARIANTS))
-    parser.set_defaults(results_dir=DEFAULT_RESULTS_DIR / "controlled")
     return parser.parse_args(argv)
 
 
@@ -364,8 +362,7 @@ def main(argv=None):
     text = verdict(summary, discrepancy)
     script = "studies/sgmcmc_sa_uci.py"
     depends = ["zoo_protocols/uci_sgmcmc.py", "zoo_protocols/methods.py", "pyrozoo/inference/sgmcmc_sa.py", "pyrozoo/inference/sgmcmc.py", "pyrozoo/models/spike_and_slab.py"]
-    notes = (
-        f"Verdict: {text}\n\n"
+    setting = (
         f"Setting: Boston, standard splits {', '.join(map(str, splits))} (paired: same split and seed for every variant), "
         f"the recipe's network, schedule and prior ({'quick: 1 epoch' if args.quick else '200 epochs'}, minibatch 50, SGHMC momentum 0.9, "
         f"tau_k = tau_0 1.003^k, SSGL v0 0.1, v1 10 (the hidden layer's times the target's sd s and s^2: the authors' raw-target prior in "
@@ -376,14 +373,11 @@ def main(argv=None):
         "to the recipe's A-SGHMC-SA. SA state at the end of the run, mean over splits: spike_fraction = share of weights with "
         "rho < 1/2, sigma (standardised-target units), delta_mean, small_weight_fraction = share of weights below their layer's sigma v0. "
         f"A variant closes the gap when it removes >= {CLOSE_SHARE:.0%} of it and its difference to A-SGHMC is not significantly "
-        "positive (95 % t-interval) and none of its runs diverged; a diverged run (status in the per-run file) is left out of the means and named in the verdict. Per-run rows: sgmcmc_sa_uci_runs.csv.\n\n"
-        + provenance_line(script, depends, time.perf_counter() - started)
+        "positive (95 % t-interval) and none of its runs diverged; a diverged run (status in the per-run file) is left out of the means and named in the verdict. Per-run rows: sgmcmc_sa_uci_runs.csv."
     )
-    print(to_markdown(summary, floatfmt=".4g"))
-    print(text)
+    notes = study_notes(text, setting, script, depends, time.perf_counter() - started)
     save_table(runs, STEM + "_runs", args.results_dir, title="Controlled experiment: A-SGHMC-SA on Boston, per run", notes=notes)
-    save_table(summary, STEM, args.results_dir, title="Controlled experiment: why A-SGHMC-SA trails A-SGHMC on UCI (bug or setting?)", notes=notes)
-    return summary, text
+    return write_study(summary, STEM, args.results_dir, title="Controlled experiment: why A-SGHMC-SA trails A-SGHMC on UCI (bug or setting?)", verdict=text, notes=notes, shown=[summary]), text
 
 
 if __name__ == "__main__":

@@ -31,7 +31,6 @@ verdict generated from the numbers)::
     python studies/uci_ll_units.py --quick      # two data sets (used by the tests)
 """
 
-import argparse
 import math
 import time
 from pathlib import Path
@@ -40,10 +39,10 @@ import numpy as np
 import pandas as pd
 
 from pyrozoo.data import UCIDataset
-from pyrozoo.reporting import save_table, to_markdown
-from zoo_protocols.cli import DEFAULT_RESULTS_DIR, add_common_arguments, run_main
+from zoo_protocols.cli import run_main
 from zoo_protocols.intervals import mean_se
-from zoo_protocols.provenance import provenance_line, repo_root
+from zoo_protocols.provenance import repo_root
+from zoo_protocols.study import study_notes, study_parser, write_study
 
 STEM = "uci_ll_units"
 #: Oh et al. 2020, Table 1 (the paper's values, mean; transcribed in shared/notes/vmf-rdp.md):
@@ -124,10 +123,8 @@ def verdict(table: pd.DataFrame) -> str:
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_common_arguments(parser)
+    parser = study_parser(__doc__, threads=False)
     parser.add_argument("--runs", type=Path, default=None, help="per-split RDP results (default: <repo>/docs/results/uci_rdp.csv)")
-    parser.set_defaults(results_dir=DEFAULT_RESULTS_DIR / "controlled")
     return parser.parse_args(argv)
 
 
@@ -145,21 +142,17 @@ def main(argv=None):
     table = rescore(runs, args.data_dir)
     text = verdict(table)
     script = "studies/uci_ll_units.py"
-    notes = (
-        f"Verdict: {text}\n\n"
+    setting = (
         f"Setting: our RDP test log-likelihoods per split from {runs_path.name} (the standard splits; mean and s.e. over "
         "them), in original units as pyrozoo computes them (the predictive mixture over posterior draws, noise mapped back "
         "by sigma_y, the -log sigma_y Jacobian included); ours_standardised = ours + log sigma_y of each split's training "
         "targets (the same fit scored on standardised targets, the authors' evaluation). paper_* are the paper's Table 1 "
         f"values (labelled as the paper's; shared/notes/vmf-rdp.md). A paper cell is outside the baselines {OUTLIER:g} nat or more above "
         f"the best of them (the largest lead in the table among the baselines: 0.93, VMG on Energy); ours is within their range, "
-        f"or matches, within {MARGIN} nats.\n\n"
-        + provenance_line(script, [], time.perf_counter() - started)
+        f"or matches, within {MARGIN} nats."
     )
-    print(to_markdown(table, floatfmt=".4g"))
-    print(text)
-    save_table(table, STEM, args.results_dir, title="Controlled experiment: on which scale is the paper's RDP UCI column?", notes=notes)
-    return table
+    notes = study_notes(text, setting, script, [], time.perf_counter() - started)
+    return write_study(table, STEM, args.results_dir, title="Controlled experiment: on which scale is the paper's RDP UCI column?", verdict=text, notes=notes, shown=[table])
 
 
 if __name__ == "__main__":

@@ -42,7 +42,6 @@ invocation resumes, and seeds can be trained by separate processes (``--seeds 0`
     python studies/vae_dsivi_prior.py --quick      # smoke run used by the tests
 """
 
-import argparse
 import json
 import math
 import time
@@ -56,10 +55,9 @@ from torch import nn
 
 from pyrozoo import atomic
 from pyrozoo.data import load_mnist
-from pyrozoo.reporting import save_table, to_markdown
-from zoo_protocols.cli import DEFAULT_RESULTS_DIR, add_common_arguments, parse_seeds, positive_int, run_main
+from zoo_protocols.cli import parse_seeds, positive_int, run_main
 from zoo_protocols.intervals import mean_se
-from zoo_protocols.provenance import provenance_line
+from zoo_protocols.study import study_notes, study_parser, write_study
 from zoo_protocols.vae_priors import run_one
 
 STEM = "vae_dsivi_prior"
@@ -296,7 +294,7 @@ def verdict(runs: pd.DataFrame) -> str:
 # -- command line -------------------------------------------------------------------------------
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = study_parser(__doc__)
     parser.add_argument("--seeds", type=parse_seeds, default=[0, 1, 2], help="seeds, e.g. 0-2 or 0,3 (each run is kept, so seeds may be trained by separate processes)")
     parser.add_argument("--epochs", type=positive_int, default=200)
     parser.add_argument("--K", type=positive_int, default=833, help="DSIVI prior samples per step (default: the thesis' 5000 of 60000, scaled to 10000 images)")
@@ -306,9 +304,6 @@ def parse_args(argv=None):
     parser.add_argument("--gap-points", type=positive_int, default=1000, help="training images on which pyrozoo's DSIVI prior-term looseness is measured")
     parser.add_argument("--runs", default=None, help="comma-separated prior:implementation subset of " + ",".join(f"{p}:{i}" for p, i in RUNS))
     parser.add_argument("--checkpoint-dir", type=Path, default=Path("runs") / "controlled_vae_dsivi_prior")
-    parser.add_argument("--threads", type=positive_int, default=1, help="torch intra-op threads")
-    add_common_arguments(parser)
-    parser.set_defaults(results_dir=DEFAULT_RESULTS_DIR / "controlled")
     args = parser.parse_args(argv)
     args.runs = RUNS if args.runs is None else tuple(tuple(r.strip().split(":", 1)) for r in args.runs.split(",") if r.strip())
     bad = [r for r in args.runs if r not in RUNS]
@@ -342,8 +337,7 @@ def main(argv=None):
     gap_col = f"prior_term_gap_K{args.K}"
     gap = runs[gap_col].dropna() if gap_col in runs else pd.Series(dtype=float)
     gap_note = f" pyrozoo's DSIVI bound with K = {args.K} is {gap.mean():.2f} nats per image looser in its prior term than the ELBO under the aggregated posterior (mean over seeds, measured on the trained models)." if len(gap) else ""
-    notes = (
-        f"{text}\n\n"
+    setting = (
         f"Setting: MNIST, the first {len(x_train)} training and {len(x_test)} test images, dynamic binarisation, encoder and "
         f"decoder MLPs {x_train.shape[1]}-{HIDDEN}-{HIDDEN}-{LATENT_DIM} and back (ReLU), batch {BATCH_SIZE}, Adam {LR:g}, linear KL "
         f"warm-up over {WARMUP_EPOCHS} epochs, {args.epochs} epochs ({args.epochs * math.ceil(len(x_train) / BATCH_SIZE)} steps); "
@@ -357,18 +351,13 @@ def main(argv=None):
         f"standard errors from zero.{gap_note} Training time of the runs: {(runs.seconds_per_epoch * runs.epochs).sum() / 3600:.1f} h "
         f"(the sum over runs, {args.threads} thread each; runs finished by an earlier invocation are read back from "
         f"{args.checkpoint_dir}, so the provenance line's time is this invocation's alone). The thesis (Table 3, full MNIST, its own protocol): DSIVI K = 5000 >= -82.16, "
-        "VampPrior -82.38; the committed 30-epoch table: DSIVI -92.16, VampPrior -90.62, Normal -91.38.\n\n"
-        + provenance_line("studies/vae_dsivi_prior.py", ["pyrozoo", "zoo_protocols/vae_priors.py", "zoo_protocols/methods.py"], seconds)
+        "VampPrior -82.38; the committed 30-epoch table: DSIVI -92.16, VampPrior -90.62, Normal -91.38."
     )
-    if args.quick:
-        notes = "QUICK SMOKE CONFIGURATION - not a result.\n\n" + notes
+    notes = study_notes(text, setting, "studies/vae_dsivi_prior.py", ["pyrozoo", "zoo_protocols/vae_priors.py", "zoo_protocols/methods.py"], seconds, quick=args.quick)
     table = pd.concat([summary, runs], ignore_index=True)
     first = ["prior", "implementation", "K", "seed", "seeds", "test_ll"]
-    table = table[first + [c for c in table if c not in first]]
-    print(to_markdown(summary, floatfmt=".4g"))
-    print(text)
-    save_table(table, STEM + ("_quick" if args.quick else ""), args.results_dir, title="Controlled experiment: does the DSIVI aggregated-posterior prior beat the Normal prior and the VampPrior?", notes=notes)
-    return table
+    stem = STEM + ("_quick" if args.quick else "")
+    return write_study(table, stem, args.results_dir, title="Controlled experiment: does the DSIVI aggregated-posterior prior beat the Normal prior and the VampPrior?", verdict=text, notes=notes, shown=[summary], first=first)
 
 
 if __name__ == "__main__":

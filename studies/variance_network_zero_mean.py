@@ -50,7 +50,6 @@ numbers)::
     python studies/variance_network_zero_mean.py --quick       # smoke run used by the tests
 """
 
-import argparse
 import math
 import time
 import warnings
@@ -68,12 +67,11 @@ from pyrozoo.inference import ClosedFormKL_ELBO, evaluate, fit
 from pyrozoo.inference.diagnostics import PriorCollapseWarning
 from pyrozoo.models import BayesianNeuralNetwork, CategoricalLikelihood
 from pyrozoo.models.dropout_priors import NORMALIZATION_LAYERS, LogUniformPrior
-from pyrozoo.reporting import save_table, to_markdown
 from pyrozoo.utils import evaluation_mode, set_seed
-from zoo_protocols.cli import DEFAULT_RESULTS_DIR, add_common_arguments, name_list, positive_int, run_main
+from zoo_protocols.cli import add_subset_argument, positive_int, run_main
 from zoo_protocols.intervals import mean_se
 from zoo_protocols.lenet_recipes import kl_warmup, linear_to_zero
-from zoo_protocols.provenance import provenance_line
+from zoo_protocols.study import study_notes, study_parser, write_study
 from zoo_protocols.variance_networks import train_variational_dropout
 
 STEM = "variance_network_zero_mean"
@@ -323,8 +321,8 @@ def verdict(summary: pd.DataFrame, chance: float, prior_entropy: float) -> str:
 # -- command line -------------------------------------------------------------------------------
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--variants", type=name_list, default=",".join(MLP_VARIANTS), help="comma-separated subset of " + ", ".join(VARIANTS))
+    parser = study_parser(__doc__)
+    add_subset_argument(parser, "--variants", VARIANTS, default=MLP_VARIANTS)
     parser.add_argument("--lenet", action="store_true", help="add the LeNet-5-BN variants (trained for --lenet-epochs)")
     parser.add_argument("--seeds", type=positive_int, default=3, help="seeds --seed, --seed + 1, ...")
     parser.add_argument("--epochs", type=positive_int, default=5)
@@ -332,14 +330,8 @@ def parse_args(argv=None):
     parser.add_argument("--train-size", type=positive_int, default=10000, help="the first N training images")
     parser.add_argument("--test-size", type=positive_int, default=2000, help="the first N test images")
     parser.add_argument("--num-samples", type=positive_int, default=20, help="weight samples for test-time averaging")
-    parser.add_argument("--threads", type=positive_int, default=1, help="torch intra-op threads")
-    parser.add_argument("--implementations", type=name_list, default=",".join(IMPLEMENTATIONS), help="comma-separated subset of " + ", ".join(IMPLEMENTATIONS))
-    add_common_arguments(parser)
-    parser.set_defaults(results_dir=DEFAULT_RESULTS_DIR / "controlled")
+    add_subset_argument(parser, "--implementations", IMPLEMENTATIONS)
     args = parser.parse_args(argv)
-    bad = [v for v in args.variants if v not in VARIANTS] + [i for i in args.implementations if i not in IMPLEMENTATIONS]
-    if bad:
-        parser.error(f"unknown variants or implementations {bad}; choose from {', '.join(VARIANTS)} and {', '.join(IMPLEMENTATIONS)}")
     if args.lenet:
         args.variants += [v for v in LENET_VARIANTS if v not in args.variants]
     return args
@@ -376,8 +368,7 @@ def main(argv=None):
     text = verdict(summary, chance, prior_entropy)
     script = "studies/variance_network_zero_mean.py"
     seconds = time.perf_counter() - started
-    notes = (
-        f"{text}\n\n"
+    setting = (
         f"Setting: MNIST, the first {n_train} training and {n_test} test images (majority class {chance:.2f} % of the latter; "
         f"entropy of the training labels {prior_entropy:.3f} nats), batch {BATCH_SIZE}, Adam {LR:g} decayed per epoch linearly to 0, "
         f"{epochs} epochs (LeNet-5-BN: {lenet_epochs}), one weight sample per example (local reparameterization), test-time "
@@ -392,16 +383,12 @@ def main(argv=None):
         "-N x the label entropy, the worst of any network that learns), so the network of that column must keep a mean "
         "in its output layer, as the authors' lenet5-all-vdo.py probes zero means in dense1 only. The bound holds for "
         "any architecture: LeNet-5 with batch normalisation whose fc2 is zero-mean is in the same case (--lenet runs it; "
-        "left out of the default run for its cost, about 5 CPU minutes per run of this size).\n\n"
-        + provenance_line(script, ['pyrozoo'], seconds)
+        "left out of the default run for its cost, about 5 CPU minutes per run of this size)."
     )
+    notes = study_notes(text, setting, script, ['pyrozoo'], seconds)
     table = pd.concat([summary.assign(seed="mean"), runs], ignore_index=True)
     columns = ["variant", "implementation", "seed", "seeds", "epochs", "test_time_averaging_accuracy", "test_time_averaging_accuracy_se", "train_cross_entropy", "train_cross_entropy_se", "seconds"]
-    table = table[[c for c in columns if c in table]]
-    print(to_markdown(summary, floatfmt=".4g"))
-    print(text)
-    save_table(table, STEM, args.results_dir, title="Controlled experiment: does a zero-mean variance network learn?", notes=notes)
-    return table
+    return write_study(table, STEM, args.results_dir, title="Controlled experiment: does a zero-mean variance network learn?", verdict=text, notes=notes, shown=[summary], columns=columns)
 
 
 if __name__ == "__main__":

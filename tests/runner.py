@@ -5,6 +5,8 @@ import runpy
 import sys
 from pathlib import Path
 
+import pandas as pd
+
 ROOT = Path(__file__).resolve().parents[1]
 #: the short scripts a user copies
 EXAMPLES = ROOT / "examples"
@@ -61,3 +63,22 @@ def run_example(script, *args, monkeypatch):
     except SystemExit as e:
         if e.code not in (0, None):
             raise
+
+
+def script_globals(script) -> dict:
+    """The globals of ``script`` (its functions, classes and constants) without running its
+    ``main``; ``script`` is as :func:`script_path` takes it."""
+    path = script_path(script)
+    return runpy.run_path(str(path), run_name=path.stem)
+
+
+def quick_study(script, results_dir, *args, monkeypatch, stem=None):
+    """Runs a study's ``--quick --no-progress`` configuration (with ``args``) into
+    ``results_dir`` and returns its table and its results page's text, after checking that the
+    page states a verdict and its provenance. ``stem``: the table's name (default the script's)."""
+    path = script_path(script)
+    run_example(path, "--quick", "--no-progress", *args, "--results-dir", results_dir, monkeypatch=monkeypatch)
+    stem = stem or path.stem
+    text = (Path(results_dir) / f"{stem}.md").read_text()
+    assert "Verdict:" in text and "Provenance:" in text, f"{path.name}: its results page lacks a verdict or a provenance line"
+    return pd.read_csv(Path(results_dir) / f"{stem}.csv"), text

@@ -222,6 +222,30 @@ def name_list(value: str) -> list:
     return names
 
 
+def subset_of(choices, what: str):
+    """argparse type: a :func:`name_list` of ``choices`` only; another name is an error naming
+    ``what`` and the choices (exit status 2, before any work)."""
+    choices = list(choices)
+
+    def parse(value: str) -> list:
+        names = name_list(value)
+        bad = [n for n in names if n not in choices]
+        if bad:
+            raise OptionError(f"unknown {what} {bad}; choose from {', '.join(choices)}")
+        return names
+
+    parse.__name__ = f"subset of the {what}"  # argparse names a type in its errors
+    return parse
+
+
+def add_subset_argument(parser: argparse.ArgumentParser, flag: str, choices, default=None) -> None:
+    """A ``--flag a,b`` option taking a comma-separated subset of ``choices`` (by default all
+    of them, in their order), as :func:`subset_of` checks it."""
+    what = flag.lstrip("-").replace("-", " ")
+    default = list(choices) if default is None else list(default)
+    parser.add_argument(flag, type=subset_of(choices, what), default=",".join(default), help="comma-separated subset of " + ", ".join(choices))
+
+
 def select_methods(parser: argparse.ArgumentParser, requested: list, methods) -> list:
     """The methods a ``--method`` :func:`name_list` names, ``all`` standing for every one of
     ``methods`` (in their order); a name not in ``methods`` is a usage error (exit status 2)."""

@@ -4,7 +4,6 @@ implementation's Monte Carlo KL and pyrozoo's training objective estimate the sa
 exact one; the verdict follows the numbers."""
 
 import math
-import runpy
 
 import numpy as np
 import pandas as pd
@@ -14,7 +13,7 @@ from pyro import poutine
 
 from pyrozoo.models import MLP, BayesianNeuralNetwork, CategoricalLikelihood
 from zoo_protocols.bayes_by_backprop import SPEC, settings
-from tests.runner import STUDIES, run_example
+from tests.runner import STUDIES, quick_study, script_globals
 
 BBB = STUDIES / "bbb_mnist.py"
 
@@ -22,12 +21,11 @@ BBB = STUDIES / "bbb_mnist.py"
 @pytest.fixture(scope="module")
 def bbb_script():
     """The script's globals (its classes and functions), without running ``main``."""
-    return runpy.run_path(str(BBB), run_name="controlled_experiment")
+    return script_globals(BBB)
 
 
 def test_quick_run_writes_a_table_with_a_verdict(tmp_path, monkeypatch):
-    run_example(BBB, "--quick", "--no-progress", "--results-dir", tmp_path, monkeypatch=monkeypatch)
-    table = pd.read_csv(tmp_path / "bbb_mnist.csv")
+    table, text = quick_study(BBB, tmp_path, monkeypatch=monkeypatch)
     runs, summary = table[table.seed != "mean"], table[table.seed == "mean"]
     # --quick: 2 implementations x 2 seeds x (unpruned + 4 kept fractions); one summary row per pair
     assert len(runs) == 2 * 2 * 5 and len(summary) == 2 * 5
@@ -42,7 +40,6 @@ def test_quick_run_writes_a_table_with_a_verdict(tmp_path, monkeypatch):
     for row in summary.itertuples():
         seeds = runs[(runs.implementation == row.implementation) & (runs.target_kept == row.target_kept)]
         assert row.test_error == pytest.approx(seeds.test_error.mean())
-    text = (tmp_path / "bbb_mnist.md").read_text()
     assert "Verdict:" in text and "Provenance:" in text and "torch threads 1" in text
 
 

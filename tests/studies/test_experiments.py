@@ -3,7 +3,6 @@ table with finite numbers and a verdict, the two implementations an experiment c
 same model, and the verdict follows the numbers."""
 
 import math
-import runpy
 
 import pandas as pd
 import pytest
@@ -14,7 +13,7 @@ from pyrozoo.guides import VariationalDropoutGuide
 from pyrozoo.models import BayesianNeuralNetwork, CategoricalLikelihood
 from pyrozoo.models.dropout_priors import LogUniformPrior
 from pyrozoo.poutine import local_reparameterization
-from tests.runner import STUDIES, run_example
+from tests.runner import STUDIES, quick_study, script_globals
 
 ZERO_MEAN = STUDIES / "variance_network_zero_mean.py"
 
@@ -22,13 +21,12 @@ ZERO_MEAN = STUDIES / "variance_network_zero_mean.py"
 @pytest.fixture(scope="module")
 def zero_mean_script():
     """The script's globals (its classes and functions), without running ``main``."""
-    return runpy.run_path(str(ZERO_MEAN), run_name="controlled_experiment")
+    return script_globals(ZERO_MEAN)
 
 
 def test_zero_mean_quick_run_writes_a_table_with_a_verdict(tmp_path, monkeypatch):
     variants = "mlp/zero-mean-output,mlp/mean-output"
-    run_example(ZERO_MEAN, "--quick", "--variants", variants, "--no-progress", "--results-dir", tmp_path, monkeypatch=monkeypatch)
-    table = pd.read_csv(tmp_path / "variance_network_zero_mean.csv")
+    table, text = quick_study(ZERO_MEAN, tmp_path, "--variants", variants, monkeypatch=monkeypatch)
     runs = table[table.seed != "mean"]
     summary = table[table.seed == "mean"]
     # every variant x implementation x seed ran (--quick: 2 seeds), and the summary has one row each
@@ -42,7 +40,6 @@ def test_zero_mean_quick_run_writes_a_table_with_a_verdict(tmp_path, monkeypatch
         seeds = runs[(runs.variant == row.variant) & (runs.implementation == row.implementation)]
         assert row.test_time_averaging_accuracy == pytest.approx(seeds.test_time_averaging_accuracy.mean())
         assert math.isfinite(row.test_time_averaging_accuracy_se)
-    text = (tmp_path / "variance_network_zero_mean.md").read_text()
     assert "Verdict:" in text and "Provenance:" in text and "torch threads 1" in text
 
 
@@ -126,12 +123,11 @@ LRT_SCALE = STUDIES / "local_reparam_variance_scale.py"
 
 @pytest.fixture(scope="module")
 def lrt_scale_script():
-    return runpy.run_path(str(LRT_SCALE), run_name="controlled_experiment")
+    return script_globals(LRT_SCALE)
 
 
 def test_lrt_scale_quick_run_checks_the_definition(tmp_path, monkeypatch):
-    run_example(LRT_SCALE, "--quick", "--no-progress", "--results-dir", tmp_path, monkeypatch=monkeypatch)
-    table = pd.read_csv(tmp_path / "local_reparam_variance_scale.csv")
+    table, text = quick_study(LRT_SCALE, tmp_path, monkeypatch=monkeypatch)
     assert set(table.epoch) == {1, 4} and len(table) == 2 * 4  # --quick: two checkpoints, the example's four estimators
     # the example's data term is N x the mean cross-entropy at full batch (the (N / M) sum convention)
     assert (table.data_term_over_N_ce - 1).abs().max() < 1e-5
@@ -145,7 +141,6 @@ def test_lrt_scale_quick_run_checks_the_definition(tmp_path, monkeypatch):
     assert ((iid.ratio_top_batch / iid.predicted_batch_ratio).map(math.log).abs() < 3 * 2 / math.sqrt(table.repeats.iloc[0] - 1)).all()
     # per-example variance is the variance converted by M / N^2 exactly
     assert torch.allclose(torch.tensor(table.per_example_var_top.values), torch.tensor((table.var_top_batch_small * table.batch_small / 400**2).values))
-    text = (tmp_path / "local_reparam_variance_scale.md").read_text()
     assert "Verdict: NOT A DEFINITION BUG" in text and "Provenance:" in text
 
 

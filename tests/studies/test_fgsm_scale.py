@@ -4,7 +4,6 @@ has the properties of its definition, a run writes finite numbers and a verdict,
 follows the numbers."""
 
 import math
-import runpy
 
 import pandas as pd
 import pytest
@@ -16,7 +15,7 @@ from pyrozoo.robustness import fgsm_attack
 from zoo_protocols.cnn import Predictor
 from zoo_protocols.config import RunConfig
 from zoo_protocols.methods import method as declaration
-from tests.runner import STUDIES, run_example
+from tests.runner import STUDIES, run_example, script_globals
 
 SCRIPT = STUDIES / "fgsm_scale.py"
 #: attack strengths of the property tests: the experiment's smallest and largest, and a dyadic one
@@ -28,7 +27,7 @@ ROUNDING = 2.5e-7
 @pytest.fixture(scope="module")
 def script():
     """The script's globals (its functions and constants), without running ``main``."""
-    return runpy.run_path(str(SCRIPT), run_name="controlled_experiment")
+    return script_globals(SCRIPT)
 
 
 class SmallCNN(torch.nn.Module):

@@ -4,7 +4,6 @@ per-example and local layers sample the same output distribution as pyrozoo's ha
 verdict follows the numbers."""
 
 import math
-import runpy
 
 import pandas as pd
 import pytest
@@ -14,24 +13,22 @@ from pyro import poutine
 from pyrozoo.guides import MeanFieldNormalGuide
 from pyrozoo.models import BayesianNeuralNetwork, CategoricalLikelihood, NormalPrior
 from pyrozoo.poutine import local_reparameterization, weights_per_example
-from tests.runner import STUDIES, run_example
+from tests.runner import STUDIES, quick_study, script_globals
 
 LRT_SPEED = STUDIES / "lrt_speed.py"
 
 
 @pytest.fixture(scope="module")
 def speed_script():
-    return runpy.run_path(str(LRT_SPEED), run_name="controlled_experiment")
+    return script_globals(LRT_SPEED)
 
 
 def test_quick_run_writes_a_table_with_a_verdict(tmp_path, monkeypatch):
-    run_example(LRT_SPEED, "--quick", "--no-progress", "--results-dir", tmp_path, monkeypatch=monkeypatch)
-    table = pd.read_csv(tmp_path / "lrt_speed.csv")
+    table, text = quick_study(LRT_SPEED, tmp_path, monkeypatch=monkeypatch)
     assert len(table) == 2 * 2 and set(table.implementation) == {"pyrozoo", "independent"}  # --quick: batch sizes 2 and 8
     numbers = table[["seconds_per_example_weights", "seconds_local_reparameterization", "ratio"]]
     assert numbers.map(math.isfinite).all().all() and (numbers > 0).all().all()
     assert torch.allclose(torch.tensor(table.ratio.values), torch.tensor((table.seconds_per_example_weights / table.seconds_local_reparameterization).values))
-    text = (tmp_path / "lrt_speed.md").read_text()
     assert "Verdict:" in text and "Provenance:" in text and "torch threads 1" in text
 
 

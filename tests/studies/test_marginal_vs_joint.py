@@ -4,14 +4,13 @@ table whose numbers obey the identities they must, with a verdict; pyrozoo's tra
 parameters, within the Monte Carlo error of the sample size; the verdict follows the numbers."""
 
 import math
-import runpy
 
 import pandas as pd
 import pyro.distributions as dist
 import pytest
 import torch
 
-from tests.runner import STUDIES, run_example
+from tests.runner import STUDIES, quick_study, script_globals
 
 SCRIPT = STUDIES / "marginal_vs_joint.py"
 DTYPE = torch.float64
@@ -20,12 +19,11 @@ DTYPE = torch.float64
 @pytest.fixture(scope="module")
 def script():
     """The script's globals (its functions), without running ``main``."""
-    return runpy.run_path(str(SCRIPT), run_name="controlled_experiment")
+    return script_globals(SCRIPT)
 
 
 def test_quick_run_writes_a_table_with_a_verdict(tmp_path, monkeypatch):
-    run_example(SCRIPT, "--quick", "--no-progress", "--results-dir", tmp_path, monkeypatch=monkeypatch)
-    table = pd.read_csv(tmp_path / "marginal_vs_joint.csv")
+    table, text = quick_study(SCRIPT, tmp_path, monkeypatch=monkeypatch)
     fits, summary = table[table.part == "fit"], table[table.part == "summary"]
     checks, grid = table[table.part == "bound check"], table[table.part == "one coefficient"]
     # --quick: n = 20, 2 seeds, both implementations and methods; K2 = 1, 16 and the joint bound; a 5-point grid
@@ -46,7 +44,6 @@ def test_quick_run_writes_a_table_with_a_verdict(tmp_path, monkeypatch):
     # the exact optima obey Theorem 3
     assert (summary[summary.implementation == "independent"].fit_gain_min > -1e-6).all() and (grid.fit_gain > -1e-6).all()
     assert checks[["pyrozoo_bound", "independent_bound", "difference_se"]].map(math.isfinite).all().all()
-    text = (tmp_path / "marginal_vs_joint.md").read_text()
     assert "Verdict:" in text and "Provenance:" in text and "torch threads 1" in text
 
 

@@ -3,7 +3,6 @@ quick run writes the trajectories and a verdict, the re-implementation's objecti
 pyrozoo's, and the verdict follows the numbers."""
 
 import math
-import runpy
 
 import pandas as pd
 import pyro
@@ -14,19 +13,18 @@ from torch.distributions import kl_divergence
 from pyrozoo.guides import VariationalDropoutGuide
 from pyrozoo.models import BayesianNeuralNetwork, CategoricalLikelihood
 from pyrozoo.models.dropout_priors import LogUniformPrior
-from tests.runner import STUDIES, run_example
+from tests.runner import STUDIES, quick_study, script_globals
 
 SCRIPT = STUDIES / "phase_transition.py"
 
 
 @pytest.fixture(scope="module")
 def script():
-    return runpy.run_path(str(SCRIPT), run_name="controlled_experiment")
+    return script_globals(SCRIPT)
 
 
 def test_quick_run_writes_trajectories_and_a_verdict(tmp_path, monkeypatch):
-    run_example(SCRIPT, "--quick", "--parameterizations", "layer", "--no-progress", "--results-dir", tmp_path, monkeypatch=monkeypatch)
-    table = pd.read_csv(tmp_path / "phase_transition.csv")
+    table, text = quick_study(SCRIPT, tmp_path, "--parameterizations", "layer", monkeypatch=monkeypatch)
     runs, summary = table[table.seed != "mean"], table[table.seed == "mean"]
     # --quick: 2 epochs tracked every epoch, 2 seeds, both implementations
     assert len(runs) == 2 * 2 * 2 and len(summary) == 2
@@ -38,7 +36,6 @@ def test_quick_run_writes_trajectories_and_a_verdict(tmp_path, monkeypatch):
     last = runs[runs.epoch == 2]
     for row in summary.itertuples():
         assert row.mean_propagation_accuracy == pytest.approx(last[last.implementation == row.implementation].mean_propagation_accuracy.mean())
-    text = (tmp_path / "phase_transition.md").read_text()
     assert "Verdict:" in text and "Provenance:" in text
 
 

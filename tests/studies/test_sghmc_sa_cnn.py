@@ -3,20 +3,19 @@ seed couples its two runs (same batches and noise, so they differ by the SA alon
 paired interval is the t-interval of the seeds' differences, and the verdict follows the numbers."""
 
 import math
-import runpy
 
 import pandas as pd
 import pytest
 from scipy import stats
 
-from tests.runner import STUDIES, run_example
+from tests.runner import STUDIES, run_example, script_globals
 
 SCRIPT = STUDIES / "sghmc_sa_cnn.py"
 
 
 @pytest.fixture(scope="module")
 def script():
-    return runpy.run_path(str(SCRIPT), run_name="sghmc_sa_cnn")
+    return script_globals(SCRIPT)
 
 
 @pytest.fixture(scope="module")

@@ -4,26 +4,24 @@ paper's equations, and the verdict follows the numbers."""
 
 import math
 import re
-import runpy
 
 import numpy as np
 import pandas as pd
 import pytest
 from scipy import optimize
 
-from tests.runner import STUDIES, run_example
+from tests.runner import STUDIES, quick_study, script_globals
 
 SCRIPT = STUDIES / "sgmcmc_sa_uci.py"
 
 
 @pytest.fixture(scope="module")
 def script():
-    return runpy.run_path(str(SCRIPT), run_name="sgmcmc_sa_uci")
+    return script_globals(SCRIPT)
 
 
 def test_quick_run_writes_a_finite_table_with_a_verdict_and_provenance(tmp_path, monkeypatch, script):
-    run_example(SCRIPT, "--quick", "--no-progress", "--results-dir", tmp_path, monkeypatch=monkeypatch)
-    table = pd.read_csv(tmp_path / "sgmcmc_sa_uci.csv")
+    table, text = quick_study(SCRIPT, tmp_path, monkeypatch=monkeypatch)
     runs = pd.read_csv(tmp_path / "sgmcmc_sa_uci_runs.csv")
     assert list(table.variant) == list(script["VARIANTS"])
     assert len(runs) == 2 * len(script["VARIANTS"])
@@ -33,7 +31,6 @@ def test_quick_run_writes_a_finite_table_with_a_verdict_and_provenance(tmp_path,
     assert len(sa) == 2 * len(ssgl_variants) >= 2 * 7  # every SSGL variant records its SA state
     assert sa.spike_fraction.between(0, 1).all() and (sa.sigma > 0).all()
     assert (runs[runs.variant == "sa-off"].sigma == 1.0).all()  # omega = 0: sigma stays at its start
-    text = (tmp_path / "sgmcmc_sa_uci.md").read_text()
     assert "Verdict:" in text and "Provenance:" in text
 
 

@@ -6,7 +6,7 @@ import math
 import pandas as pd
 import pytest
 
-from tests.runner import STUDIES, run_example
+from tests.runner import STUDIES, quick_study, run_example
 
 SCRIPT = STUDIES / "uci_ll_units.py"
 
@@ -20,11 +20,9 @@ def _runs(tmp_path, values):
 
 
 def test_quick_run_writes_a_table_with_a_verdict_and_provenance(tmp_path, monkeypatch):
-    run_example(SCRIPT, "--quick", "--results-dir", tmp_path, monkeypatch=monkeypatch)
-    table = pd.read_csv(tmp_path / "uci_ll_units.csv")
+    table, text = quick_study(SCRIPT, tmp_path, monkeypatch=monkeypatch)
     assert set(table.dataset) == {"power-plant", "yacht"}
     assert table[["ours", "log_sigma_y", "ours_standardised"]].map(math.isfinite).all().all()
-    text = (tmp_path / "uci_ll_units.md").read_text()
     assert "Verdict:" in text and "Provenance:" in text
 
 

@@ -3,7 +3,6 @@ run writes every run and a verdict, the re-implementation's densities are pyrozo
 verdict follows the numbers."""
 
 import math
-import runpy
 
 import pandas as pd
 import pytest
@@ -11,14 +10,14 @@ import torch
 
 from pyrozoo.distributions import semi_implicit_role
 from pyrozoo.models import MLP, AggregatedPosteriorPrior, GaussianEncoder
-from tests.runner import STUDIES, run_example
+from tests.runner import STUDIES, run_example, script_globals
 
 SCRIPT = STUDIES / "vae_dsivi_prior.py"
 
 
 @pytest.fixture(scope="module")
 def script():
-    return runpy.run_path(str(SCRIPT), run_name="controlled_experiment")
+    return script_globals(SCRIPT)
 
 
 def test_quick_run_writes_every_run_and_a_verdict(tmp_path, monkeypatch):

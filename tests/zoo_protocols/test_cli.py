@@ -99,6 +99,7 @@ ACCEPTS = [
     (cli.split_spec, "all", "all"),
     (cli.split_spec, "0-19", "0-19"),
     (cli.name_list, "map, mfvi,map", ["map", "mfvi"]),
+    (cli.subset_of(("pyrozoo", "independent"), "implementations"), "independent, pyrozoo", ["independent", "pyrozoo"]),
     (cli.device_spec, "cpu", "cpu"),
     (cli.device_spec, "auto", "auto"),
 ]
@@ -121,6 +122,7 @@ REJECTS = [
     (cli.int_ranges, "5-2"), (cli.int_ranges, ""), (cli.int_ranges, "-1"), (cli.parse_seeds, "3-1"),
     (cli.split_spec, "5-2"), (cli.split_spec, ""), (cli.split_spec, "x"),
     (cli.name_list, ""), (cli.name_list, " , "),
+    (cli.subset_of(("pyrozoo", "independent"), "implementations"), "pyrozoo,pyro"), (cli.subset_of(("a",), "variants"), ""),
     (cli.device_spec, "gpu0"), (cli.existing_file, "/no/such/file.csv"),
 ]
 
