@@ -57,7 +57,17 @@ def stale_evidence(results_dir: Path) -> dict:
     if hist is None:
         return {}
     rows = prov.read_manifest(prov.manifest_path(ROOT))
-    return {name: rows[name].get("waiver", "").split(";")[0].split(" [")[0] for name in prov.staleness(rows, hist)}
+    return {name: _stale_reason(rows[name], found) for name, found in prov.staleness(rows, hist).items()}
+
+
+def _stale_reason(row, found: "prov.Stale") -> str:
+    """The first clause of the row's waiver, else which code changed since the file was written."""
+    waiver = row.get("waiver", "").split(";")[0].split(" [")[0].strip()
+    if waiver:
+        return waiver
+    paths = list(dict.fromkeys(path for _, path in found.changes))
+    more = f" and {len(paths) - 3} more" if len(paths) > 3 else ""
+    return f"written at {found.written[:7]}; changed since: {', '.join(paths[:3])}{more}"
 
 
 def _cell(text) -> str:

@@ -424,3 +424,15 @@ def test_radius_gap_is_the_widest_gap_of_the_statistic_wherever_the_threshold_li
 def test_radius_gap_of_one_unit_is_zero(tmp_path):
     (tmp_path / "s.json").write_text(json.dumps({"groupings": {"g": {"values": [1.0], "threshold": 0.0}}}))
     assert C.radius_gap("s.json", "g").read(tmp_path).mean == 0.0
+
+
+@pytest.mark.parametrize("waiver, expected", [
+    ("to regenerate under issue 46; runbook leg 3 [since abc]", "to regenerate under issue 46"),
+    ("", "written at 1111111; changed since: zoo_protocols/cli.py, pyrozoo/fit.py, a.py and 1 more"),
+])
+def test_a_stale_file_says_why_its_waiver_or_the_code_that_changed(waiver, expected):
+    from zoo_protocols.provenance import Stale
+
+    script = runpy.run_path(str(C.default_results_dir().parents[1] / "tools" / "claims_ledger.py"))
+    changes = [("c3", "zoo_protocols/cli.py"), ("c2", "pyrozoo/fit.py"), ("c2", "zoo_protocols/cli.py"), ("c1", "a.py"), ("c0", "b.py")]
+    assert script["_stale_reason"]({"waiver": waiver}, Stale("x.csv", "1111111aaaa", changes)) == expected
