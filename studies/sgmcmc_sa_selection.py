@@ -23,8 +23,9 @@ adjacent or scattered), seeds paired across implementations:
 * ``independent``: Algorithm 1 re-implemented here in plain PyTorch from the equations
   (:func:`independent_sgld_sa`: the SGLD step on ``grad Q``, Eqs. 12-15 averaged with omega), on
   the same data and settings, with its own random streams;
+* ``reference``: scikit-learn's ``LassoCV`` (5-fold), selection by its non-zero coefficients;
 * remedies, on the independent implementation only (one change each, the paper's recipe
-  otherwise): ``small-omega`` (``(k + 1000)^-0.7``: a ten times smaller SA step), ``delta-floor``
+  otherwise): ``lasso-start`` (the weights start at LassoCV's fit, sigma at its residual sd), ``small-omega`` (``(k + 1000)^-0.7``: a ten times smaller SA step), ``delta-floor``
   (a Beta(2, p) prior on delta: Eq. 15 keeps ``delta >= 1 / (2p)``), ``delta-after`` (delta held at its start for the
   first quarter of the run while rho, kappa and sigma adapt).
 
@@ -33,10 +34,11 @@ the mean ``|beta|`` of the true signals at that step (independent only), selecti
 1/2`` against the true support (true/false positives, F1), the test MAE of the step-size
 weighted posterior mean, the end state (sum rho, delta, sigma) and the time.
 
-**Verdict rule.** The implementations agree when, on every design, their spike-only shares
-differ by at most two standard errors of a difference of proportions (pooled) and their mean F1
-by at most two standard errors of the paired difference (or 0.1); then a collapse that both
-show is the recipe's. A remedy "selects" on a design when none of its chains is spike-only and
+**Verdict rule.** The implementations agree when, on every design, their spike-only counts do
+not differ by Fisher's exact test (two-sided, 5 %) and their mean F1 differ by no more than the
+95 % t-interval of the paired difference over seeds (or 0.1); then a collapse that both show is
+the recipe's. The independent chains draw from their own random stream, seeded apart from the
+data's. A remedy "selects" on a design when none of its chains is spike-only and
 its mean F1 is at least 0.8.
 
 Writes ``<results-dir>/sgmcmc_sa_selection.{csv,md}``::
@@ -54,6 +56,7 @@ from typing import Callable, Dict, Optional, Tuple
 import pandas as pd
 import pyro
 import torch
+from scipy import stats
 
 from pyrozoo.inference.diagnostics import SpikeOnlyWarning
 from pyrozoo.inference.posterior_averaging import StepSizeWeightedAverage
@@ -73,6 +76,8 @@ SPIKE_ONLY_SLAB = 0.5
 #: a remedy selects on a design when its mean F1 reaches this (the issue's bar)
 F1_BAR = 0.8
 LOG_POINTS = 50
+#: the independent chains' random streams start here (seed + offset), apart from the data's
+CHAIN_SEED_OFFSET = 1_000_003
 
 
 @dataclass(frozen=True)
@@ -117,25 +122,33 @@ REMEDIES = {
     "small-omega": {"omega": PolynomialDecay(1.0, 0.7, offset=1000.0)},
     "delta-floor": {"a": 2.0},
     "delta-after": {"delta_after": 0.25},
+    "lasso-start": {},  # the weights start at LassoCV's fit, sigma at its residual sd (lasso_start)
 }
 IMPLEMENTATIONS = ("pyrozoo", "independent")
+#: what a user would run instead (a row per seed, implementation "reference")
+REFERENCE = "lassocv"
 
 
 def independent_sgld_sa(x, y, *, steps: int, seed: int, v0: float = V0, v1: float = V1, sigma0: float = SIGMA0, a: float = 1.0, b: Optional[float] = None,
                         nu: float = 1.0, lam: float = 1.0, omega: Callable[[int], float] = PolynomialDecay(10.0, 0.7, offset=1000.0),
                         lr: Callable[[int], float] = PolynomialDecay(LR, 1.0 / 3.0), batch: int = BATCH, delta_after: float = 0.0,
-                        on_step: Optional[Callable] = None):
+                        beta0: Optional[torch.Tensor] = None, on_step: Optional[Callable] = None):
     """Algorithm 1 of Deng et al. (2019) for ``y = x beta + noise``, written from the equations:
     the SGLD step ``beta += eps grad Q + N(0, 2 eps)`` with ``grad Q = (N/n) x_b^T r / sigma^2 -
     kappa_1 beta / sigma^2 - kappa_0 sign(beta) / sigma``, then Eq. 12 (rho~ from the two
     densities, in log space), Eq. 13, Eq. 14 (the regression root, ``R_a = N + p + nu + 2``, the
     residual of the step's own minibatch before the step) and Eq. 15, each averaged with
-    ``omega_k``. ``delta_after``: the fraction of the steps before delta moves. ``on_step(k,
+    ``omega_k``. ``delta_after``: the fraction of the steps before delta moves; ``beta0``: the
+    start of the weights (default ``N(0, 0.1^2)``, the authors'). ``on_step(k,
     beta, rho, delta, sigma, eps)`` sees every step. Returns the end state."""
     n_rows, p = x.shape
     b = float(p) if b is None else b
-    g = torch.Generator().manual_seed(seed)
+    # the chain's own stream: seeded apart from the data's (Design.simulate draws the predictors from
+    # Generator(seed); the same stream here would start the chain at the first row of the design)
+    g = torch.Generator().manual_seed(CHAIN_SEED_OFFSET + seed)
     beta = 0.1 * torch.randn(p, generator=g, dtype=x.dtype)
+    if beta0 is not None:
+        beta = beta0.to(x.dtype).clone()
     rho = torch.full((p,), 0.5, dtype=x.dtype)
     kappa0, kappa1 = torch.ones(p, dtype=x.dtype), torch.ones(p, dtype=x.dtype)
     sigma, delta = torch.tensor(sigma0, dtype=x.dtype), torch.tensor(0.5, dtype=x.dtype)
@@ -174,8 +187,29 @@ def selection(rho: torch.Tensor, truth: torch.Tensor) -> Dict[str, float]:
     return {"true_positives": tp, "false_positives": fp, "f1": 2 * tp / (2 * tp + fp + fn) if tp else 0.0}
 
 
+def lasso_fit(x, y, seed: int) -> torch.Tensor:
+    """scikit-learn's ``LassoCV`` (5-fold, no intercept: the designs have none), the reference a
+    user would reach for and the ``lasso-start`` remedy's start."""
+    from sklearn.linear_model import LassoCV
+
+    fit = LassoCV(cv=5, fit_intercept=False, random_state=seed).fit(x.numpy(), y.numpy())
+    return torch.as_tensor(fit.coef_, dtype=x.dtype)
+
+
+def run_lasso(design: Design, seed: int) -> dict:
+    x, y, x_test, y_test, truth = design.simulate(seed)
+    coef = lasso_fit(x, y, seed)
+    residual = x_test @ coef - y_test
+    return {"spike_only": False, **selection((coef != 0).to(x.dtype), truth), "mae": float(residual.abs().mean()), "rho_sum": float((coef != 0).sum()),
+            "delta": math.nan, "sigma": float((y - x @ coef).std())}
+
+
 def run_independent(design: Design, seed: int, steps: int, remedy: str) -> dict:
     x, y, x_test, y_test, truth = design.simulate(seed)
+    options = dict(REMEDIES[remedy])
+    if remedy == "lasso-start":
+        coef = lasso_fit(x, y, seed)
+        options.update(beta0=coef, sigma0=max(float((y - x @ coef).std()), 0.1))
     signal = truth != 0
     every = max(steps // LOG_POINTS, 1)
     burn_in = steps // 5
@@ -188,7 +222,7 @@ def run_independent(design: Design, seed: int, steps: int, remedy: str) -> dict:
         if k % every == 0 and not collapse and float(rho.sum()) < SPIKE_ONLY_SLAB:
             collapse.update(collapse_step=k, signal_abs_beta_at_collapse=float(beta[signal].abs().mean()))
 
-    beta, rho, delta, sigma = independent_sgld_sa(x, y, steps=steps, seed=seed, on_step=on_step, **REMEDIES[remedy])
+    beta, rho, delta, sigma = independent_sgld_sa(x, y, steps=steps, seed=seed, on_step=on_step, **options)
     return {**_end(rho, delta, sigma, truth, average.value - y_test), **collapse}
 
 
@@ -237,21 +271,19 @@ def summarize(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def implementations_agree(runs: pd.DataFrame, design: str) -> Tuple[bool, str]:
-    """Whether pyrozoo's and the independent paper-recipe chains on ``design`` agree (spike-only
-    share within two pooled standard errors of a difference of proportions, mean F1 within two
-    standard errors of the paired difference or 0.1), and the numbers."""
+    """Whether pyrozoo's and the independent paper-recipe chains on ``design`` agree: their
+    spike-only counts by Fisher's exact test (two-sided, at 5 %) and their F1 by the 95 %
+    t-interval of the paired difference over seeds (or within 0.1); and the numbers."""
     paper = runs[(runs.design == design) & (runs.recipe == "paper")]
     ours, theirs = (paper[paper.implementation == i].set_index("seed") for i in IMPLEMENTATIONS)
     seeds = ours.index.intersection(theirs.index)
     ours, theirs = ours.loc[seeds], theirs.loc[seeds]
-    n = len(seeds)
-    pooled = (ours.spike_only.sum() + theirs.spike_only.sum()) / (2 * n)
-    share_se = math.sqrt(max(pooled * (1 - pooled), 1e-12) * 2 / n)
-    share_gap = abs(ours.spike_only.mean() - theirs.spike_only.mean())
-    f1_gap, f1_se, _ = mean_se(ours.f1 - theirs.f1)
-    f1_limit = max(2 * (0.0 if math.isnan(f1_se) else f1_se), 0.1)
-    agree = share_gap <= 2 * share_se + 1e-12 and abs(f1_gap) <= f1_limit
-    text = (f"{design}: spike-only {int(ours.spike_only.sum())}/{n} (pyrozoo) vs {int(theirs.spike_only.sum())}/{n} (independent), "
+    n, k_ours, k_theirs = len(seeds), int(ours.spike_only.sum()), int(theirs.spike_only.sum())
+    p_value = float(stats.fisher_exact([[k_ours, n - k_ours], [k_theirs, n - k_theirs]]).pvalue)
+    f1_gap, f1_se, _ = mean_se(ours.f1.astype(float) - theirs.f1.astype(float))
+    f1_half = stats.t.ppf(0.975, n - 1) * f1_se if n > 1 and not math.isnan(f1_se) else 0.0
+    agree = p_value >= 0.05 and (abs(f1_gap) <= max(f1_half, 0.1))
+    text = (f"{design}: spike-only {k_ours}/{n} (pyrozoo) vs {k_theirs}/{n} (independent, Fisher p = {p_value:.2g}), "
             f"F1 {ours.f1.mean():.2f} vs {theirs.f1.mean():.2f}, MAE {ours.mae.mean():.2f} vs {theirs.mae.mean():.2f}")
     return agree, text
 
@@ -268,12 +300,15 @@ def verdict(runs: pd.DataFrame) -> str:
                   f"signals' mean |beta| was {independent.signal_abs_beta_at_collapse.median():.2f}")
     remedies = []
     for recipe in [r for r in REMEDIES if r != "paper"]:
-        rows = runs[runs.recipe == recipe]
+        rows = runs[(runs.recipe == recipe) & (runs.implementation == "independent")]
         if not len(rows):
             continue
         selects = [d for d in designs if not rows[rows.design == d].spike_only.any() and rows[rows.design == d].f1.mean() >= F1_BAR]
         per = ", ".join(f"{d} {int(rows[rows.design == d].spike_only.sum())}/{int((rows.design == d).sum())} spike-only, F1 {rows[rows.design == d].f1.mean():.2f}" for d in designs)
         remedies.append(f"{recipe} selects on {len(selects)} of {len(designs)} designs ({per})")
+    lasso = runs[runs.implementation == "reference"]
+    if len(lasso):
+        remedies.append("LassoCV (reference): " + ", ".join(f"{d} F1 {lasso[lasso.design == d].f1.mean():.2f}, MAE {lasso[lasso.design == d].mae.mean():.2f}" for d in designs))
     if not all(agree for agree, _ in checks):
         head = "POSSIBLE BUG: pyrozoo's SGLD-SA and the independent re-implementation of Algorithm 1 differ"
     elif collapsed.max() > 0:
@@ -306,12 +341,15 @@ def main(argv=None):
     for name in designs:
         design = DESIGNS[name]
         for seed in seeds:
-            jobs = [("pyrozoo", "paper")] + [("independent", r) for r in ["paper", *args.remedies]]
+            jobs = [("pyrozoo", "paper")] + [("independent", r) for r in ["paper", *args.remedies]] + [("reference", REFERENCE)]
             if args.pyrozoo_seeds and seed >= args.seed + args.pyrozoo_seeds:
                 jobs = jobs[1:]
             for impl, recipe in jobs:
                 t0 = time.perf_counter()
-                row = run_pyrozoo(design, seed, steps) if impl == "pyrozoo" else run_independent(design, seed, steps, recipe)
+                if impl == "reference":
+                    row = run_lasso(design, seed)
+                else:
+                    row = run_pyrozoo(design, seed, steps) if impl == "pyrozoo" else run_independent(design, seed, steps, recipe)
                 rows.append({"design": name, "implementation": impl, "recipe": recipe, "seed": seed, **row, "seconds": time.perf_counter() - t0})
                 if not args.no_progress:
                     r = rows[-1]

@@ -39,7 +39,7 @@ def test_one_em_step_of_the_independent_algorithm_is_eqs_12_to_15(script, a):
     assert torch.allclose(seen["rho"], rho, rtol=1e-12, atol=1e-300)
     kappa0, kappa1 = kappa_tilde(rho, v0, v1)
     # the residual of Eq. 14 is the step's own, before the step: from the start's weights
-    start = 0.1 * torch.randn(p, generator=torch.Generator().manual_seed(0), dtype=x.dtype)
+    start = 0.1 * torch.randn(p, generator=torch.Generator().manual_seed(script["CHAIN_SEED_OFFSET"]), dtype=x.dtype)
     residual = (y - x @ start).square().sum()
     sigma = sigma_tilde((kappa0 * beta.abs()).sum(), (kappa1 * beta.square()).sum(), p, 1.0, 1.0, residual, float(len(x)))
     assert torch.allclose(seen["sigma"], sigma, rtol=1e-12)
@@ -50,11 +50,13 @@ def test_quick_run_writes_both_implementations_and_the_remedies(tmp_path, monkey
     table, text = quick_study(SCRIPT, tmp_path, monkeypatch=monkeypatch)
     runs, summary = table[table.seed != "mean"], table[table.seed == "mean"]
     recipes = ["paper", *[r for r in script["REMEDIES"] if r != "paper"]]
-    # --quick: the paper design, 2 seeds: the library's chain and the independent one per recipe
-    assert len(runs) == 2 * (1 + len(recipes)) and len(summary) == 1 + len(recipes)
-    assert set(zip(summary.implementation, summary.recipe)) == {("pyrozoo", "paper")} | {("independent", r) for r in recipes}
-    assert runs[["f1", "mae", "rho_sum", "delta", "sigma"]].astype(float).map(math.isfinite).all().all()
-    assert runs.f1.between(0, 1).all() and (runs.spike_only.astype(str) == (runs.rho_sum < 0.5).astype(str)).all()
+    # --quick: the paper design, 2 seeds: the library's chain, the independent one per recipe, LassoCV
+    assert len(runs) == 2 * (2 + len(recipes)) and len(summary) == 2 + len(recipes)
+    assert set(zip(summary.implementation, summary.recipe)) == {("pyrozoo", "paper"), ("reference", "lassocv")} | {("independent", r) for r in recipes}
+    chains = runs[runs.implementation != "reference"]
+    assert chains[["f1", "mae", "rho_sum", "delta", "sigma"]].astype(float).map(math.isfinite).all().all()
+    assert runs.f1.between(0, 1).all() and (chains.spike_only.astype(str) == (chains.rho_sum < 0.5).astype(str)).all()
+    assert "LassoCV (reference)" in text
     assert "QUICK SMOKE" in text
 
 
