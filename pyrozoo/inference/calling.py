@@ -74,9 +74,18 @@ class ModelCall:
 
 def check_data_matches_model(model, x: torch.Tensor, caller: str = "fit") -> None:
     """Raises when floating-point inputs ``x`` have another dtype than the floating-point
-    parameters of ``model`` (a module): torch would stop inside a layer (``F.linear``)
-    with a message about neither."""
-    if not isinstance(model, torch.nn.Module) or not torch.is_tensor(x) or not x.is_floating_point():
+    parameters of ``model`` (a module), or when ``x`` lies on a device that none of its
+    parameters and buffers is on: torch would stop inside a layer (``F.linear``) with a
+    message about neither."""
+    if not isinstance(model, torch.nn.Module) or not torch.is_tensor(x):
+        return
+    tensors = list(model.parameters()) + list(model.buffers())
+    devices = sorted({str(t.device) for t in tensors})
+    if devices and str(x.device) not in devices:
+        raise ValueError(
+            f"{caller}: the inputs are on {x.device} but the model's parameters are on {devices[0]}: "
+            f"move the data (x.to('{devices[0]}')) or the model (model.to('{x.device}'))")
+    if not x.is_floating_point():
         return
     dtypes = sorted({str(p.dtype).replace("torch.", "") for p in model.parameters() if p.is_floating_point()})
     given = str(x.dtype).replace("torch.", "")
@@ -127,15 +136,20 @@ def model_call_of(model, x: torch.Tensor, y: torch.Tensor, batch_size: Optional[
     return ModelCall("minibatch", n, plate.name, batch_size)
 
 
-def batches_of(model, data, batch_size: Optional[int], seed: Optional[int] = None, caller: str = "fit"):
+def batches_of(model, data, batch_size: Optional[int], seed: Optional[int] = None, caller: str = "fit", device=None):
     """``(ModelCall, TensorBatches)`` for training ``model`` on ``data``: ``(x, y)`` tensors
     (checked finite and of the model's dtype; minibatches of ``batch_size``, or of the
     model's own subsample size when it subsamples itself, so that an epoch is ``ceil(N / B)``
     steps), or a :class:`~pyrozoo.data.TensorBatches` (which keeps its own shuffling: ``seed``
-    does not reseed it). :attr:`ModelCall.data` is set once the batches are on their device."""
+    does not reseed it). ``device``: where the training runs; the data are moved there before
+    the model is first called (else they stay where they are and must lie where the model's
+    parameters are). :attr:`ModelCall.data` is set once the batches are on their device."""
     if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
         raise ValueError(f"batch_size must be a positive int, or None to train on all the data at each step, got {batch_size!r}")
     if isinstance(data, TensorBatches):
+        if device is not None:
+            data.to(device)
+        check_data_matches_model(model, data.tensors[0], caller)
         for name, t in zip(("x", "y"), data.tensors):
             check_finite(f"training {name}", t)
         return model_call_of(model, *data.tensors[:2], data.batch_size), data
@@ -145,8 +159,11 @@ def batches_of(model, data, batch_size: Optional[int], seed: Optional[int] = Non
     for name, t in (("x", x), ("y", y)):
         if not torch.is_tensor(t):
             raise TypeError(f"{name} must be a tensor, got {type(t).__name__}")
+    if device is not None:
+        x, y = x.to(device), y.to(device)
+    check_data_matches_model(model, x, caller)  # (before reading values: data on another device cannot be read here)
+    for name, t in (("x", x), ("y", y)):
         check_finite(f"training {name}", t)
-    check_data_matches_model(model, x, caller)
     call = model_call_of(model, x, y, batch_size)
     return call, TensorBatches(x, y, batch_size=call.batch_size or len(x), seed=seed if seed is not None else 0)
 

@@ -423,7 +423,7 @@ class StochasticGradientMCMC:
             seed = parallel.seed(seed)  # this chain's own seed
         if seed is not None:
             set_seed(seed)
-        call, batches = batches_of(self.model, data, batch_size, seed, type(self).__name__)
+        call, batches = batches_of(self.model, data, batch_size, seed, type(self).__name__, device=device)
         if parallel is not None:
             if call.kind != "subsample":
                 raise ValueError(f"a chain over several ranks splits each minibatch by its indices, which a model called as {call.kind!r} "

@@ -180,7 +180,9 @@ def fit(
     if seed is not None:
         set_seed(seed)
 
-    call, batches = batches_of(model, data, batch_size, seed)
+    if isinstance(model, torch.nn.Module):
+        model.to(device)  # before the model is first called: the probe of its convention runs on the device
+    call, batches = batches_of(model, data, batch_size, seed, device=device)
     if parallel is not None:
         if call.kind != "subsample":
             raise ValueError(f"distributed training splits each minibatch over the ranks by its indices, which a model called as {call.kind!r} "

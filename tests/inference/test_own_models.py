@@ -15,7 +15,7 @@ from pyro import poutine
 
 from pyrozoo.guides import DeltaGuide, MeanFieldNormalGuide
 from pyrozoo.inference import evaluate, fit, posterior_samples, predict
-from pyrozoo.inference.calling import CONTRACT, model_call_of
+from pyrozoo.inference.calling import CONTRACT, batches_of, check_data_matches_model, model_call_of
 from pyrozoo.poutine import plate_scale, subsample_indices
 from tests.inference.cases import linear_regression_model
 from tests.inference.own_models import CASES, PROBLEM, SUBSAMPLE, case
@@ -211,6 +211,39 @@ def test_data_of_another_dtype_than_the_model_is_refused_naming_the_conversion()
     c.full.fc1.bias = torch.nn.Parameter(torch.zeros(8))  # a point-estimate parameter gives the module a dtype
     with pytest.raises(TypeError, match="inputs are float64 but the model's parameters are float32.*x.to\\(torch.float32\\)"):
         fit(c.full, DeltaGuide(c.full), (c.x.double(), c.y.double()), epochs=1, progress=False)
+
+
+def test_data_on_another_device_than_the_model_is_refused_naming_the_move():
+    """Inputs on a device none of the module's parameters is on (here ``meta``, which a
+    CPU-only machine has) are named as such before the model runs, on every path that takes
+    data it does not move itself."""
+    c = case("mlp_pyromodule")
+    c.full.fc1.bias = torch.nn.Parameter(torch.zeros(8))  # a parameter gives the module a device
+    message = r"the inputs are on meta but the model's parameters are on cpu: move the data \(x.to\('cpu'\)\)"
+    with pytest.raises(ValueError, match="prediction: " + message):
+        check_data_matches_model(c.full, c.x.to("meta"), "prediction")
+    with pytest.raises(ValueError, match="SGLD: " + message):
+        batches_of(c.full, (c.x.to("meta"), c.y.to("meta")), 16, caller="SGLD")
+    check_data_matches_model(c.full, c.x, "prediction")  # same device, same dtype: quiet
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a second device: CUDA")
+@pytest.mark.parametrize("model_device, data_device", [("cuda", "cpu"), ("cpu", "cuda")])
+def test_fit_and_the_samplers_move_the_data_before_the_first_call(model_device, data_device):
+    """fit trains where the model lives (or where ``device=`` says) and the samplers where
+    ``device=`` says: the data are moved there before the model's convention is probed, so
+    data on another device than the model train instead of failing inside a layer."""
+    from pyrozoo.inference import SGLD
+
+    c = case("mlp_pyromodule")
+    model = c.full.to(model_device)
+    data = (c.x.to(data_device), c.y.to(data_device))
+    guide = MeanFieldNormalGuide(model)
+    fit(model, guide, data, epochs=1, lr=0.01, seed=0, progress=False)
+    assert next(model.parameters()).device.type == model_device
+    sampler = SGLD(case("mlp_pyromodule").full.to(model_device), lr=1e-4)
+    history = sampler.run(data, num_steps=3, batch_size=16, seed=0, progress=False, device=model_device)
+    assert len(history) and all(t.device.type == model_device for t in sampler.values().values())
 
 
 # -- the samplers under every convention -----------------------------------------------------------
