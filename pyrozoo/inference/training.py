@@ -193,8 +193,6 @@ def fit(
     likelihood = getattr(model, "likelihood", None)
     if likelihood is not None and likelihood.dataset_size is None:
         likelihood.dataset_size = batches.n
-    if isinstance(model, torch.nn.Module):
-        model.to(device)
 
     first = next(iter(TensorBatches(*batches.tensors, batch_size=batches.batch_size, shuffle=False)))
     if getattr(guide, "prototype_trace", True) is None:
