@@ -10,6 +10,7 @@ a self-subsampling model can be checked against the same model on a full plate, 
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+import numpy as np
 import pyro
 import pyro.distributions as dist
 import torch
@@ -69,11 +70,41 @@ def hierarchical(x, y=None, subsample_size=None):
         return pyro.sample("y", dist.Normal(x[idx] @ w, sigma), obs=None if y is None else y[idx])
 
 
+#: the sparse regression's prior scale (Laplace) and known noise scale
+SPARSE_PRIOR_SCALE, SPARSE_NOISE_SCALE = 0.1, 1.0
+
+
 def sparse_regression(x, y=None, subsample_size=None):
     """p = 200 weights under a Laplace prior, n = 100, three signals, unit noise."""
-    w = pyro.sample("w", dist.Laplace(torch.zeros(x.shape[1]), 0.1).to_event(1))
+    w = pyro.sample("w", dist.Laplace(torch.zeros(x.shape[1]), SPARSE_PRIOR_SCALE).to_event(1))
     with pyro.plate("data", len(x), subsample_size=subsample_size) as idx:
-        return pyro.sample("y", dist.Normal(x[idx] @ w, 1.0), obs=None if y is None else y[idx])
+        return pyro.sample("y", dist.Normal(x[idx] @ w, SPARSE_NOISE_SCALE), obs=None if y is None else y[idx])
+
+
+def bayesian_lasso_draws(x, y, *, num_samples: int, warmup: int = 500, seed: int = 0) -> torch.Tensor:
+    r"""Exact posterior draws of :func:`sparse_regression`'s ``w`` by Gibbs sampling (Park &
+    Casella 2008, with the noise scale known): a Laplace prior of scale :math:`b` is a
+    Gaussian scale mixture, :math:`w_j \mid s_j \sim N(0, s_j)`, :math:`s_j \sim
+    \mathrm{Exp}(\lambda^2 / 2)`, :math:`\lambda = 1/b`, so that :math:`w \mid s, y` is
+    Gaussian and :math:`1/s_j \mid w_j` is inverse Gaussian with mean
+    :math:`\lambda / |w_j|` and shape :math:`\lambda^2`. The Gaussian step draws in
+    :math:`O(n^2 p)` for :math:`p > n` (Bhattacharya, Chakraborty & Mallick 2016)."""
+    rng = np.random.default_rng(seed)
+    phi = x.double().numpy() / SPARSE_NOISE_SCALE
+    alpha = y.double().numpy() / SPARSE_NOISE_SCALE
+    n, p = phi.shape
+    lam = 1.0 / SPARSE_PRIOR_SCALE
+    variances = np.full(p, SPARSE_PRIOR_SCALE**2)
+    out = np.empty((num_samples, p))
+    for t in range(warmup + num_samples):
+        u = rng.standard_normal(p) * np.sqrt(variances)
+        v = phi @ u + rng.standard_normal(n)
+        solved = np.linalg.solve((phi * variances) @ phi.T + np.eye(n), alpha - v)
+        w = u + variances * (phi.T @ solved)
+        variances = 1.0 / rng.wald(lam / np.maximum(np.abs(w), 1e-300), lam**2)
+        if t >= warmup:
+            out[t - warmup] = w
+    return torch.as_tensor(out, dtype=x.dtype)
 
 
 #: the sparse design: n, p and the signals' positions and sizes

@@ -18,7 +18,7 @@ from pyrozoo.inference import evaluate, fit, posterior_samples, predict
 from pyrozoo.inference.calling import CONTRACT, batches_of, check_data_matches_model, model_call_of
 from pyrozoo.poutine import plate_scale, subsample_indices
 from tests.inference.cases import linear_regression_model
-from tests.inference.own_models import CASES, PROBLEM, SUBSAMPLE, case
+from tests.inference.own_models import CASES, PROBLEM, SPARSE_NOISE_SCALE, SPARSE_PRIOR_SCALE, SUBSAMPLE, bayesian_lasso_draws, case
 
 
 def _prior_draws(model, x, num):
@@ -151,6 +151,30 @@ def test_the_conjugate_posterior_predictive_is_recovered_from_exact_draws():
     p = _hand_log_density("linear", {"w": w}, x, y).exp()
     tolerance = 4 * float((p.std(0) / p.mean(0)).max()) / math.sqrt(num)
     assert abs(got - exact) <= tolerance
+
+
+def test_the_bayesian_lasso_gibbs_draws_match_the_posterior_by_quadrature():
+    """The sparse regression's exact reference: on one weak predictor, where the Laplace
+    prior's kink at zero shapes the posterior, the Gibbs draws' mean and second moment equal
+    the posterior's by quadrature within four Monte Carlo errors (batch means over 20 batches,
+    so the chain's autocorrelation is counted), and the posterior is not the Gaussian a
+    normal prior of the same variance would give (so the test can tell them apart)."""
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(30, 1, generator=g, dtype=torch.float64)
+    y = 0.1 * x[:, 0] + SPARSE_NOISE_SCALE * torch.randn(30, generator=g, dtype=torch.float64)
+    grid = torch.linspace(-1.0, 1.0, 40001, dtype=torch.float64)
+    log_post = -grid.abs() / SPARSE_PRIOR_SCALE - ((y[:, None] - x * grid).square().sum(0)) / (2 * SPARSE_NOISE_SCALE**2)
+    weights = (log_post - log_post.max()).exp()
+    weights = weights / weights.sum()
+    moments = [float((weights * grid**k).sum()) for k in (1, 2)]
+    draws = bayesian_lasso_draws(x, y, num_samples=20000, warmup=200, seed=1)[:, 0]
+    for k, exact in zip((1, 2), moments):
+        batches = (draws**k).reshape(20, -1).mean(1)
+        assert abs(float(batches.mean()) - exact) <= 4 * float(batches.std()) / math.sqrt(20), (k, float(batches.mean()), exact)
+    # a Gaussian prior with the Laplace's variance 2 b^2: the conjugate posterior's mean
+    precision = float(x[:, 0] @ x[:, 0]) / SPARSE_NOISE_SCALE**2 + 1 / (2 * SPARSE_PRIOR_SCALE**2)
+    gaussian_mean = float(x[:, 0] @ y) / SPARSE_NOISE_SCALE**2 / precision
+    assert abs(gaussian_mean - moments[0]) > 10 * float((draws.reshape(20, -1).mean(1)).std()) / math.sqrt(20)
 
 
 def test_fewer_inputs_than_the_models_own_subsample_is_refused_naming_the_fix():
