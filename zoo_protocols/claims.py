@@ -816,6 +816,9 @@ DENG = (
             ("beyond the paper, Beta(2, 1000) prior on delta (--delta-prior 2,1000; 50,000 iterations), MAE", sparse_regression("sparse_regression_delta_prior_2_1000_50k", "sgld-sa", 0.01, 2.0, "mae")),
             ("beyond the paper, Beta(10, 1000) prior on delta (--delta-prior 10,1000; 50,000 iterations), MAE", sparse_regression("sparse_regression_delta_prior_10_1000_50k", "sgld-sa", 0.01, 2.0, "mae")),
         ),
+        # issue 46: why chains end spike-only, on this design and two others, against an
+        # independent implementation of Algorithm 1 and LassoCV
+        controlled=("controlled/sgmcmc_sa_selection.md",),
     ),
     Claim(
         "deng-table1-cells", "deng", "Deng et al. 2019, Table 1 (SGLD-SA row)",
