@@ -131,15 +131,17 @@ REFERENCE = "lassocv"
 
 def independent_sgld_sa(x, y, *, steps: int, seed: int, v0: float = V0, v1: float = V1, sigma0: float = SIGMA0, a: float = 1.0, b: Optional[float] = None,
                         nu: float = 1.0, lam: float = 1.0, omega: Callable[[int], float] = PolynomialDecay(10.0, 0.7, offset=1000.0),
-                        lr: Callable[[int], float] = PolynomialDecay(LR, 1.0 / 3.0), batch: int = BATCH, delta_after: float = 0.0,
+                        lr: Callable[[int], float] = PolynomialDecay(LR, 1.0 / 3.0), batch: int = BATCH, delta_after: float = 0.0, epochs: bool = False, delta0: float = 0.5,
                         beta0: Optional[torch.Tensor] = None, on_step: Optional[Callable] = None):
     """Algorithm 1 of Deng et al. (2019) for ``y = x beta + noise``, written from the equations:
     the SGLD step ``beta += eps grad Q + N(0, 2 eps)`` with ``grad Q = (N/n) x_b^T r / sigma^2 -
     kappa_1 beta / sigma^2 - kappa_0 sign(beta) / sigma``, then Eq. 12 (rho~ from the two
     densities, in log space), Eq. 13, Eq. 14 (the regression root, ``R_a = N + p + nu + 2``, the
     residual of the step's own minibatch before the step) and Eq. 15, each averaged with
-    ``omega_k``. ``delta_after``: the fraction of the steps before delta moves; ``beta0``: the
-    start of the weights (default ``N(0, 0.1^2)``, the authors'). ``on_step(k,
+    ``omega_k``. ``delta_after``: the fraction of the steps before delta moves; ``epochs``: the
+    minibatches of an epoch partition the rows (as the library's) instead of each being drawn
+    afresh; ``delta0``: the start of delta; ``beta0``: the start of the weights (default ``N(0,
+    0.1^2)``, the authors'). ``on_step(k,
     beta, rho, delta, sigma, eps)`` sees every step. Returns the end state."""
     n_rows, p = x.shape
     b = float(p) if b is None else b
@@ -151,11 +153,17 @@ def independent_sgld_sa(x, y, *, steps: int, seed: int, v0: float = V0, v1: floa
         beta = beta0.to(x.dtype).clone()
     rho = torch.full((p,), 0.5, dtype=x.dtype)
     kappa0, kappa1 = torch.ones(p, dtype=x.dtype), torch.ones(p, dtype=x.dtype)
-    sigma, delta = torch.tensor(sigma0, dtype=x.dtype), torch.tensor(0.5, dtype=x.dtype)
+    sigma, delta = torch.tensor(sigma0, dtype=x.dtype), torch.tensor(delta0, dtype=x.dtype)
     first_delta_step = int(delta_after * steps)
     log_2pi = math.log(2.0 * math.pi)
+    order = torch.empty(0, dtype=torch.long)
     for k in range(1, steps + 1):
-        rows = torch.randperm(n_rows, generator=g)[:batch]
+        if epochs:  # the minibatches of an epoch partition the rows (as a DataLoader's)
+            if len(order) < batch:
+                order = torch.randperm(n_rows, generator=g)
+            rows, order = order[:batch], order[batch:]
+        else:
+            rows = torch.randperm(n_rows, generator=g)[:batch]
         xb, yb = x[rows], y[rows]
         scale = n_rows / len(rows)
         residual = yb - xb @ beta
@@ -174,7 +182,7 @@ def independent_sgld_sa(x, y, *, steps: int, seed: int, v0: float = V0, v1: floa
         r_c = scale * residual.square().sum() + (kappa1 * beta**2).sum() + nu * lam
         sigma = (1.0 - w) * sigma + w * (r_b + torch.sqrt(r_b**2 + 4.0 * r_a * r_c)) / (2.0 * r_a)
         if k > first_delta_step:
-            delta = (1.0 - w) * delta + w * (rho.sum() + a - 1.0) / (a + b + p - 2.0)  # Eq. 15
+            delta = (1.0 - w) * delta + w * (rho.sum() + (a - 1.0)) / (a + b + p - 2.0)  # Eq. 15 (a - 1 first: sum rho + a - 1 would round a sum below 1e-16 to 0)
         if on_step is not None:
             on_step(k, beta, rho, delta, sigma, eps)
     return beta, rho, delta, sigma

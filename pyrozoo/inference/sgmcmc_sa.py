@@ -93,6 +93,8 @@ def sigma_tilde(l1_norm: torch.Tensor, l2_norm: torch.Tensor, num_sparse: int, n
 
 def delta_tilde(rho_sum: torch.Tensor, num_weights: int, a: float, b: float) -> torch.Tensor:
     r"""Eq. 15: :math:`\arg\max_\delta Q_2 = (\sum_j \rho_{lj} + a - 1) / (a + b + p_l - 2)`."""
+    # a - 1 first: at the spike-only state the sum falls below 1e-16 and sum + a - 1 would round it
+    # to 0 (with the paper's a = 1), so that delta could never grow back
     return (rho_sum + (a - 1.0)) / (a + b + num_weights - 2.0)
 
 

@@ -77,6 +77,16 @@ def test_delta_tilde_is_the_argmax_of_q2(a, b):
     assert closed == pytest.approx(res.x, rel=1e-5)
 
 
+@pytest.mark.parametrize("rho_sum", [1e-12, 1e-17, 1e-40, 1e-150])
+def test_delta_tilde_keeps_a_vanishing_inclusion_sum(rho_sum):
+    """At the spike-only state sum(rho) falls below the float64 spacing of 1 (2.2e-16): Eq. 15
+    with a = 1 must stay proportional to it (evaluated as sum + (a - 1), not sum + a - 1, which
+    rounds it to 0 and makes delta decay at the SA rate whatever the weights do)."""
+    p = 1000
+    closed = delta_tilde(torch.tensor(rho_sum, dtype=torch.float64), p, 1.0, float(p))
+    assert float(closed) == pytest.approx(rho_sum / (2 * p - 1), rel=1e-14, abs=0.0)
+
+
 def sparse_linear_model(x, y, v0=0.1, v1=10.0, sigma=1.0, tied=True, dtype=torch.float64, device="cpu"):
     p = x.shape[1]
     net = nn.Linear(p, 1, bias=False).to(device=device, dtype=dtype)
