@@ -51,7 +51,7 @@ import math
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, Iterator, Optional, Tuple
 
 import pandas as pd
 import pyro
@@ -132,7 +132,7 @@ REFERENCE = "lassocv"
 def independent_sgld_sa(x, y, *, steps: int, seed: int, v0: float = V0, v1: float = V1, sigma0: float = SIGMA0, a: float = 1.0, b: Optional[float] = None,
                         nu: float = 1.0, lam: float = 1.0, omega: Callable[[int], float] = PolynomialDecay(10.0, 0.7, offset=1000.0),
                         lr: Callable[[int], float] = PolynomialDecay(LR, 1.0 / 3.0), batch: int = BATCH, delta_after: float = 0.0, epochs: bool = False, delta0: float = 0.5,
-                        beta0: Optional[torch.Tensor] = None, on_step: Optional[Callable] = None):
+                        beta0: Optional[torch.Tensor] = None, on_step: Optional[Callable] = None, draws: Optional[Iterator[Tuple[torch.Tensor, torch.Tensor]]] = None):
     """Algorithm 1 of Deng et al. (2019) for ``y = x beta + noise``, written from the equations:
     the SGLD step ``beta += eps grad Q + N(0, 2 eps)`` with ``grad Q = (N/n) x_b^T r / sigma^2 -
     kappa_1 beta / sigma^2 - kappa_0 sign(beta) / sigma``, then Eq. 12 (rho~ from the two
@@ -141,8 +141,10 @@ def independent_sgld_sa(x, y, *, steps: int, seed: int, v0: float = V0, v1: floa
     ``omega_k``. ``delta_after``: the fraction of the steps before delta moves; ``epochs``: the
     minibatches of an epoch partition the rows (as the library's) instead of each being drawn
     afresh; ``delta0``: the start of delta; ``beta0``: the start of the weights (default ``N(0,
-    0.1^2)``, the authors'). ``on_step(k,
-    beta, rho, delta, sigma, eps)`` sees every step. Returns the end state."""
+    0.1^2)``, the authors'). ``on_step(k, beta, rho, delta, sigma, eps)`` sees every step.
+    ``draws``: the chain's randomness from elsewhere, per step ``(rows, noise)`` (the minibatch's
+    row indices and the ``N(0, 1)`` draws of the SGLD noise), e.g. another implementation's,
+    to replay it (with ``beta0``). Returns the end state."""
     n_rows, p = x.shape
     b = float(p) if b is None else b
     # the chain's own stream: seeded apart from the data's (Design.simulate draws the predictors from
@@ -158,18 +160,22 @@ def independent_sgld_sa(x, y, *, steps: int, seed: int, v0: float = V0, v1: floa
     log_2pi = math.log(2.0 * math.pi)
     order = torch.empty(0, dtype=torch.long)
     for k in range(1, steps + 1):
-        if epochs:  # the minibatches of an epoch partition the rows (as a DataLoader's)
+        if draws is not None:
+            rows, noise = next(draws)
+        elif epochs:  # the minibatches of an epoch partition the rows (as a DataLoader's)
             if len(order) < batch:
                 order = torch.randperm(n_rows, generator=g)
             rows, order = order[:batch], order[batch:]
         else:
             rows = torch.randperm(n_rows, generator=g)[:batch]
+        if draws is None:
+            noise = torch.randn(p, generator=g, dtype=x.dtype)
         xb, yb = x[rows], y[rows]
         scale = n_rows / len(rows)
         residual = yb - xb @ beta
         grad = scale * (xb.T @ residual) / sigma**2 - kappa1 * beta / sigma**2 - kappa0 * torch.sign(beta) / sigma
         eps = lr(k)
-        beta = beta + eps * grad + math.sqrt(2.0 * eps) * torch.randn(p, generator=g, dtype=x.dtype)
+        beta = beta + eps * grad + math.sqrt(2.0 * eps) * noise
         w = omega(k)
         # Eq. 12: log a - log b of phi(beta; 0, sigma^2 v1) delta against Laplace(beta; sigma v0) (1 - delta)
         log_odds = (torch.log(delta) - torch.log1p(-delta) + torch.log(2.0 * sigma * v0) - 0.5 * (log_2pi + torch.log(sigma**2 * v1))

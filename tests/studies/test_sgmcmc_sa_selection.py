@@ -61,6 +61,50 @@ def test_the_independent_eq_15_keeps_a_vanishing_inclusion_sum(script, delta0):
     assert float(seen["delta"]) == pytest.approx(rho_sum / (2 * design.p - 1), rel=1e-12, abs=0.0)
 
 
+@pytest.mark.filterwarnings("ignore::pyrozoo.inference.SpikeOnlyWarning")  # the chain passes near that state
+def test_the_library_chain_is_algorithm_1_on_its_own_draws(script):
+    """Replaying the library's SGLD-SA chain (as the study builds it) through the independent
+    code, on the library's own minibatches, noise and start, gives the library's chain step by
+    step: the two implement one algorithm, so any difference in what they select is random."""
+    import pyro
+
+    from pyrozoo.inference.step_sizes import PolynomialDecay
+    from zoo_protocols.sparse_regression import build
+
+    design, steps = script["DESIGNS"]["independent-predictors"], 300
+    x, y, *_ = design.simulate(3)
+    pyro.clear_param_store()
+    model, adaptations, spec, settings = build("sgld-sa", script["V0"], script["SIGMA0"], design.p, len(x), "cpu", x.dtype)
+    sampler = spec.sampler(model, settings, PolynomialDecay(script["LR"], 1.0 / 3.0), adaptations=adaptations)
+    state, start = adaptations[0].state, model.net.weight.detach().reshape(-1).clone()
+    rows, noises, path = [], [], []
+    step_on, transition = sampler.step_on, sampler._transition
+
+    def recording_step_on(call, batch):
+        rows.append(batch[-1].clone())
+        out = step_on(call, batch)
+        path.append((sampler.unconstrained("weight").detach().reshape(-1).clone(), state.rho["weight"].reshape(-1).clone(), state.delta["weight"].clone(), state.sigma.clone()))
+        return out
+
+    def recording_transition(params, grads, lr, tau):
+        before = params[0].detach().clone()
+        transition(params, grads, lr, tau)
+        noises.append(((params[0].detach() - before - lr * grads[0]) / math.sqrt(2.0 * lr)).reshape(-1))
+
+    sampler.step_on, sampler._transition = recording_step_on, recording_transition
+    sampler.run((x, y.unsqueeze(-1)), num_steps=steps, batch_size=script["BATCH"], seed=3, progress=False)
+    replayed = []
+    script["independent_sgld_sa"](x, y, steps=steps, seed=0, beta0=start, draws=iter(zip(rows, noises)),
+                                  on_step=lambda k, beta, rho, delta, sigma, eps: replayed.append((beta.clone(), rho.clone(), delta.clone(), sigma.clone())))
+    assert len(replayed) == len(path) == steps
+    for (beta, rho, delta, sigma), (b, r, d, s) in zip(path, replayed):
+        assert torch.allclose(beta, b, rtol=0.0, atol=1e-12)
+        # relative, for the inclusion probabilities that fall towards 1e-10 on this design
+        assert torch.allclose(rho, r, rtol=1e-9, atol=0.0) and torch.allclose(delta, d, rtol=1e-9, atol=0.0)
+        assert torch.allclose(sigma, s, rtol=1e-12, atol=0.0)
+    assert float(path[-1][1].sum()) < 0.5 * float(path[0][1].sum())  # the replay covered the fall of sum rho
+
+
 def test_quick_run_writes_both_implementations_and_the_remedies(tmp_path, monkeypatch, script):
     table, text = quick_study(SCRIPT, tmp_path, monkeypatch=monkeypatch)
     runs, summary = table[table.seed != "mean"], table[table.seed == "mean"]
