@@ -19,7 +19,7 @@ from pyrozoo.inference.posterior_averaging import StepSizeWeightedAverage, ensem
 from pyrozoo.inference.sample_storage import DiskSamples, InMemorySamples, SampleGuide
 from pyrozoo.inference.uncertainty_decomposition import classification_uncertainty, regression_uncertainty, uncertainty
 from pyrozoo.inference.trace_checks import PriorDrawnSiteWarning
-from pyrozoo.inference.diagnostics import DivergenceError, DivergenceWarning, PriorCollapseWarning, RunWarning, SpikeOnlyWarning, WeightCollapseWarning, collect_events
+from pyrozoo.inference.diagnostics import DivergenceError, DivergenceWarning, PriorCollapseWarning, RunWarning, SpikeOnlyLeftWarning, SpikeOnlyWarning, WeightCollapseWarning, collect_events
 from pyrozoo.utils import deprecated_aliases
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "DivergenceWarning",
     "WeightCollapseWarning",
     "PriorCollapseWarning",
+    "SpikeOnlyLeftWarning",
     "SpikeOnlyWarning",
     "DivergenceError",
     "PriorDrawnSiteWarning",

@@ -10,12 +10,15 @@ with a warning of its own class, and records it in its history.
   chance (status ``"collapsed"``);
 * :class:`WeightCollapseWarning` — the importance weights of an importance-weighted objective
   collapsed onto one particle (status unchanged: the run's numbers are still a faithful
-  measurement of what the objective did; the ``K`` particles just bought nothing).
+  measurement of what the objective did; the ``K`` particles just bought nothing);
+* :class:`SpikeOnlyWarning` — an SG-MCMC-SA chain is at the spike-only fixed point (status
+  ``"collapsed"``), and :class:`SpikeOnlyLeftWarning` when it leaves that state again (the
+  earlier event no longer counts in the status: an event's ``clears`` names the kinds it ends).
 
 A non-finite loss, log-joint or parameter ends the run with :class:`DivergenceError` (a
 ``FloatingPointError``): nothing after it is meaningful.
 
-**Events.** Each kind warns once per run and is recorded as one event, a dict with ``kind``,
+**Events.** Each kind warns once per run (once per episode, for a kind another event clears) and is recorded as one event, a dict with ``kind``,
 ``status``, ``epoch``, ``step`` (optimizer steps or sampler iterations so far), ``message``
 and the figures the rule used. ``fit`` and ``run`` return their history with
 ``history.attrs["events"]`` and ``history.attrs["status"]`` (:func:`run_status`); the events
@@ -149,6 +152,18 @@ class SpikeOnlyWarning(RunWarning):
 
     kind = "spike_only"
     status = "collapsed"
+    clears = ("spike_only_left",)
+
+
+class SpikeOnlyLeftWarning(RunWarning):
+    """An SG-MCMC-SA chain reported at the spike-only fixed point left it: a weight is back in
+    the slab (the fixed point is stable only while every weight stays within a few spike scales
+    of zero; one weight far enough out makes Eq. 15 grow delta again). It clears the earlier
+    :class:`SpikeOnlyWarning` from the run's status."""
+
+    kind = "spike_only_left"
+    status = None
+    clears = ("spike_only",)
 
 
 class DivergenceError(FloatingPointError):
@@ -184,9 +199,13 @@ def _publish(event: dict) -> None:
         events.append(dict(event))
 
 
-def make_event(kind: str, status: Optional[str], *, epoch: Optional[int], step: Optional[int], message: str, **figures) -> dict:
-    """One event as plain data (checkpointable): tensors and floats become Python floats."""
+def make_event(kind: str, status: Optional[str], *, epoch: Optional[int], step: Optional[int], message: str, clears: Sequence[str] = (), **figures) -> dict:
+    """One event as plain data (checkpointable): tensors and floats become Python floats.
+    ``clears``: the kinds of earlier events this one ends (they no longer count in the run's
+    status, e.g. a chain that left the state an earlier event reported)."""
     event = {"kind": kind, "status": status, "epoch": epoch, "step": step, "message": message}
+    if clears:
+        event["clears"] = list(clears)
     for name, value in figures.items():
         event[name] = float(value) if isinstance(value, (float, torch.Tensor)) else value
     return event
@@ -197,11 +216,21 @@ def run_status(history_or_events) -> str:
     events or a history ``DataFrame`` from ``fit`` / ``run`` (its ``attrs["events"]``)."""
     events = getattr(history_or_events, "attrs", {}).get("events", []) if hasattr(history_or_events, "attrs") else history_or_events
     status = "ok"
-    for event in events or ():
+    for event in active_events(events or ()):
         s = event.get("status")
         if s is not None and STATUSES.index(s) > STATUSES.index(status):
             status = s
     return status
+
+
+def active_events(events: Sequence[dict]) -> List[dict]:
+    """The events that still count: each without a later event that ``clears`` its kind."""
+    active: List[dict] = []
+    for event in events:
+        cleared = set(event.get("clears", ()))
+        active = [e for e in active if e["kind"] not in cleared]
+        active.append(event)
+    return active
 
 
 def with_events(history, events: Sequence[dict]):
@@ -231,6 +260,15 @@ def spike_only(rho_sums: Sequence[float], deltas: Sequence[float], num_weights: 
     if all(r < inclusion and d < rate / num_weights for r, d in recent):
         return {"rho_sum": rho_sums[-1], "delta": deltas[-1], "num_weights": num_weights, "rows": window}
     return None
+
+
+def spike_only_left(rho_sums: Sequence[float], *, inclusion: float = SPIKE_ONLY_INCLUSION, min_rows: int = 4) -> Optional[dict]:
+    """Rule 4's way out: on each of the last ``min_rows`` history rows the inclusion
+    probabilities summed to at least ``inclusion`` (a weight at least half in the slab, for
+    long enough not to be one noisy row). Returns the figures of the newest row, or ``None``."""
+    if len(rho_sums) < min_rows or not all(r >= inclusion for r in rho_sums[-min_rows:]):
+        return None
+    return {"rho_sum": rho_sums[-1], "rows": min_rows}
 
 
 def energy_blowup(energy: float, best: Optional[float], scale: float, *, growth: float = ENERGY_GROWTH) -> Optional[dict]:
@@ -406,7 +444,7 @@ class RunMonitor:
             self._absorb_energy(self.initial["energy"], self.initial.get("group"))
 
     def _report(self, cls, *, epoch, step, message, **figures) -> dict:
-        event = make_event(cls.kind, cls.status, epoch=epoch, step=step, message=message, **figures)
+        event = make_event(cls.kind, cls.status, epoch=epoch, step=step, message=message, clears=getattr(cls, "clears", ()), **figures)
         self.events.append(event)
         _publish(event)
         warnings.warn(cls(message), stacklevel=4)
@@ -415,13 +453,13 @@ class RunMonitor:
     def report_once(self, cls, *, epoch, step, message, **figures) -> Optional[dict]:
         """Records and warns about an event of ``cls`` found by another rule (an
         :class:`~pyrozoo.inference.Adaptation`'s, e.g. :func:`spike_only`), unless one of its
-        kind was reported already."""
+        kind was reported already and no later event cleared it."""
         if self._reported(cls.kind):
             return None
         return self._report(cls, epoch=epoch, step=step, message=message, **figures)
 
     def _reported(self, kind: str) -> bool:
-        return any(e["kind"] == kind for e in self.events)
+        return any(e["kind"] == kind for e in active_events(self.events))
 
     @staticmethod
     def _where(epoch, step) -> str:

@@ -40,7 +40,7 @@ import torch
 from pyro.poutine.util import site_is_subsample
 
 from pyrozoo.distributions.ssgl_expectation import SSGLExpectedLogDensity
-from pyrozoo.inference.diagnostics import SPIKE_ONLY_INCLUSION, SPIKE_ONLY_RATE, SpikeOnlyWarning, spike_only
+from pyrozoo.inference.diagnostics import SPIKE_ONLY_INCLUSION, SPIKE_ONLY_RATE, SpikeOnlyLeftWarning, SpikeOnlyWarning, spike_only, spike_only_left
 from pyrozoo.inference.sgmcmc import Adaptation
 from pyrozoo.inference.step_sizes import ScheduleLike, as_schedule, checked_value
 from pyrozoo.models.likelihoods import GaussianLikelihood
@@ -145,6 +145,7 @@ class StochasticApproximation(Adaptation):
         self._tied = False
         self._observation_sites = None
         self._rho_sums, self._deltas = [], []  # per history row, for rule 4
+        self._at_spike_only = False  # reported there, and not reported out of it since
 
     @property
     def state(self):
@@ -252,14 +253,28 @@ class StochasticApproximation(Adaptation):
         """Rule 4 (:func:`~pyrozoo.inference.diagnostics.spike_only`) on the SSGL state of each
         history row: a chain that stays at the spike-only fixed point gets a
         :class:`~pyrozoo.inference.SpikeOnlyWarning`, naming what to try, and the run's status
-        ``"collapsed"``."""
+        ``"collapsed"``; a chain reported there that leaves again (a weight back in the slab:
+        the state is stable only while every weight stays near zero) gets a
+        :class:`~pyrozoo.inference.SpikeOnlyLeftWarning`, which clears that status."""
         state = self.state
         # (the row's logging scalars, read from the device once already)
         self._rho_sums.append(row["rho_mean"] * state.num_sparse)
         self._deltas.append(row["delta_mean"])
+        if self._at_spike_only:
+            left = spike_only_left(self._rho_sums)
+            if left is None:
+                return None
+            self._at_spike_only = False
+            left.update(delta=row["delta_mean"], sigma=row["sigma"])
+            return SpikeOnlyLeftWarning, (
+                f"the chain left the spike-only fixed point: for the last {left['rows']} history rows the inclusion probabilities "
+                f"summed to at least {SPIKE_ONLY_INCLUSION:g} (now {left['rho_sum']:.3g}, delta {left['delta']:.3g}, sigma {left['sigma']:.3g}), "
+                "so it selects again and the run is no longer marked collapsed; the draws recorded while it was there are in its "
+                "posterior average (a later burn-in leaves them out)"), left
         found = spike_only(self._rho_sums, self._deltas, state.num_sparse)
         if found is None:
             return None
+        self._at_spike_only = True
         found["sigma"] = row["sigma"]
         return SpikeOnlyWarning, (
             f"the chain is at the spike-only fixed point: for the last {found['rows']} history rows the inclusion "
@@ -276,9 +291,10 @@ class StochasticApproximation(Adaptation):
         return {"sigma": state.sigma, "rho_mean": total / state.num_sparse, "delta_mean": torch.stack(list(state.delta.values())).mean()}
 
     def state_dict(self):
-        return {"ssgl": self.state.state_dict(), "rho_sums": list(self._rho_sums), "deltas": list(self._deltas)}
+        return {"ssgl": self.state.state_dict(), "rho_sums": list(self._rho_sums), "deltas": list(self._deltas), "at_spike_only": self._at_spike_only}
 
     def load_state_dict(self, state):
         self.state.load_state_dict(state["ssgl"])
         # (checkpoints written before rule 4 have no rows: the rule starts afresh)
         self._rho_sums, self._deltas = list(state.get("rho_sums", [])), list(state.get("deltas", []))
+        self._at_spike_only = bool(state.get("at_spike_only", False))

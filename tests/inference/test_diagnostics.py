@@ -38,7 +38,10 @@ from pyrozoo.inference.diagnostics import (
     prior_collapse,
     regression_at_chance,
     run_status,
+    SpikeOnlyLeftWarning,
+    SpikeOnlyWarning,
     spike_only,
+    spike_only_left,
     weight_collapse,
 )
 from pyrozoo.inference.importance_weighted import weight_diagnostics
@@ -128,6 +131,31 @@ def test_spike_only_rule(rho_sums, deltas, fires):
     assert (spike_only(rho_sums, deltas, P) is not None) == fires
 
 
+# (sum of rho per row, whether the chain has left): four rows at least half a weight in the slab
+LEFT_CASES = [
+    ([LOW_RHO] * 8 + [SPIKE_ONLY_INCLUSION] * 4, True),
+    ([LOW_RHO] * 8 + [SPIKE_ONLY_INCLUSION] * 3, False),
+    ([LOW_RHO] * 8 + [5.0, 5.0, LOW_RHO, 5.0], False),  # one noisy row back
+    ([5.0] * 3, False),
+]
+
+
+@pytest.mark.parametrize("rho_sums, left", LEFT_CASES)
+def test_spike_only_left_rule(rho_sums, left):
+    assert (spike_only_left(rho_sums) is not None) == left
+
+
+def test_leaving_the_spike_only_state_clears_its_status_and_a_new_episode_warns_again():
+    monitor = RunMonitor(energy="loss")
+    for cls, expected in ((SpikeOnlyWarning, "collapsed"), (SpikeOnlyLeftWarning, "ok"), (SpikeOnlyWarning, "collapsed")):
+        with pytest.warns(cls):
+            assert monitor.report_once(cls, epoch=1, step=10, message="m") is not None
+        assert run_status(monitor.events) == expected
+        # the same episode is reported once
+        assert monitor.report_once(cls, epoch=1, step=11, message="m") is None
+    assert [e["kind"] for e in monitor.events] == ["spike_only", "spike_only_left", "spike_only"]
+
+
 def test_a_monitor_judges_predictions_against_the_first_step_when_that_is_worse():
     """A sampler whose network starts 10^4 times further off (badly scaled) targets than the
     zero function warns only when its predictions get 100 times worse than that start."""
@@ -191,6 +219,10 @@ def test_run_status_is_the_most_severe_event():
     assert run_status([weight]) == "ok"  # collapsed weights still measure the objective
     assert run_status([weight, collapsed]) == "collapsed"
     assert run_status([diverged, collapsed]) == "diverged"
+    cleared = {"kind": "spike_only_left", "status": None, "clears": ["spike_only"]}
+    spike = {"kind": "spike_only", "status": "collapsed", "clears": ["spike_only_left"]}
+    assert run_status([spike, cleared]) == "ok" and run_status([spike, cleared, spike]) == "collapsed"
+    assert run_status([collapsed, spike, cleared]) == "collapsed"  # it ends its own kind only
 
 
 # -- posterior_check on models with a known answer ------------------------------------------
