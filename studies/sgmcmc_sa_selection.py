@@ -27,7 +27,10 @@ adjacent or scattered), seeds paired across implementations:
 * remedies, on the independent implementation only (one change each, the paper's recipe
   otherwise): ``lasso-start`` (the weights start at LassoCV's fit, sigma at its residual sd), ``small-omega`` (``(k + 1000)^-0.7``: a ten times smaller SA step), ``delta-floor``
   (a Beta(2, p) prior on delta: Eq. 15 keeps ``delta >= 1 / (2p)``), ``delta-after`` (delta held at its start for the
-  first quarter of the run while rho, kappa and sigma adapt).
+  first quarter of the run while rho, kappa and sigma adapt), ``tight-spike`` (v0 = 0.01, the paper's other spike
+  scale), ``separate-noise`` (the prior's scale held at 1 and the noise sd estimated from the residual alone, the
+  "independent" prior form of Moran, Rockova & George 2019, beyond the paper); and one combination of three,
+  ``lasso-tight-separate``.
 
 Per chain: whether it ended spike-only (``sum rho < 1/2``), the first logged step where it was,
 the mean ``|beta|`` of the true signals at that step (independent only), selection by ``rho >
@@ -48,8 +51,11 @@ Writes ``<results-dir>/sgmcmc_sa_selection.{csv,md}``::
 """
 
 import math
+import multiprocessing
 import time
 import warnings
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterator, Optional, Tuple
 
@@ -122,7 +128,10 @@ REMEDIES = {
     "small-omega": {"omega": PolynomialDecay(1.0, 0.7, offset=1000.0)},
     "delta-floor": {"a": 2.0},
     "delta-after": {"delta_after": 0.25},
-    "lasso-start": {},  # the weights start at LassoCV's fit, sigma at its residual sd (lasso_start)
+    "lasso-start": {"start": "lasso"},  # the weights start at LassoCV's fit, sigma at its residual sd
+    "tight-spike": {"v0": 0.01},  # the paper's other spike scale
+    "separate-noise": {"noise": "separate"},  # the prior's scale held at 1, the noise sd its own SA estimate
+    "lasso-tight-separate": {"start": "lasso", "v0": 0.01, "noise": "separate"},
 }
 IMPLEMENTATIONS = ("pyrozoo", "independent")
 #: what a user would run instead (a row per seed, implementation "reference")
@@ -131,7 +140,7 @@ REFERENCE = "lassocv"
 
 def independent_sgld_sa(x, y, *, steps: int, seed: int, v0: float = V0, v1: float = V1, sigma0: float = SIGMA0, a: float = 1.0, b: Optional[float] = None,
                         nu: float = 1.0, lam: float = 1.0, omega: Callable[[int], float] = PolynomialDecay(10.0, 0.7, offset=1000.0),
-                        lr: Callable[[int], float] = PolynomialDecay(LR, 1.0 / 3.0), batch: int = BATCH, delta_after: float = 0.0, epochs: bool = False, delta0: float = 0.5,
+                        lr: Callable[[int], float] = PolynomialDecay(LR, 1.0 / 3.0), batch: int = BATCH, delta_after: float = 0.0, epochs: bool = False, delta0: float = 0.5, noise: str = "tied",
                         beta0: Optional[torch.Tensor] = None, on_step: Optional[Callable] = None, draws: Optional[Iterator[Tuple[torch.Tensor, torch.Tensor]]] = None):
     """Algorithm 1 of Deng et al. (2019) for ``y = x beta + noise``, written from the equations:
     the SGLD step ``beta += eps grad Q + N(0, 2 eps)`` with ``grad Q = (N/n) x_b^T r / sigma^2 -
@@ -144,7 +153,14 @@ def independent_sgld_sa(x, y, *, steps: int, seed: int, v0: float = V0, v1: floa
     0.1^2)``, the authors'). ``on_step(k, beta, rho, delta, sigma, eps)`` sees every step.
     ``draws``: the chain's randomness from elsewhere, per step ``(rows, noise)`` (the minibatch's
     row indices and the ``N(0, 1)`` draws of the SGLD noise), e.g. another implementation's,
-    to replay it (with ``beta0``). Returns the end state."""
+    to replay it (with ``beta0``). ``noise="separate"`` (beyond the paper): the prior's scale
+    sigma stays at 1 (the prior no longer scales with the noise) and the noise sd starts at
+    ``sigma0`` and follows its own SA update, Eq. 14 without the prior's terms
+    (``sigma_e^2 = (I + nu lambda) / (N + nu + 2)``); with the paper's tied form, in which sigma is
+    both, p >> n coefficients outweigh the N residuals in Eq. 14 (Moran, Rockova & George 2019
+    show that this underestimates the noise variance). The returned sigma is the noise sd. Returns the end state."""
+    if noise not in ("tied", "separate"):
+        raise ValueError(f"noise must be 'tied' or 'separate', got {noise!r}")
     n_rows, p = x.shape
     b = float(p) if b is None else b
     # the chain's own stream: seeded apart from the data's (Design.simulate draws the predictors from
@@ -156,12 +172,14 @@ def independent_sgld_sa(x, y, *, steps: int, seed: int, v0: float = V0, v1: floa
     rho = torch.full((p,), 0.5, dtype=x.dtype)
     kappa0, kappa1 = torch.ones(p, dtype=x.dtype), torch.ones(p, dtype=x.dtype)
     sigma, delta = torch.tensor(sigma0, dtype=x.dtype), torch.tensor(delta0, dtype=x.dtype)
+    # the prior's scale: sigma itself (tied, the paper's Eq. 5) or held at 1 (separate)
+    scale_of_prior = sigma if noise == "tied" else torch.tensor(1.0, dtype=x.dtype)
     first_delta_step = int(delta_after * steps)
     log_2pi = math.log(2.0 * math.pi)
     order = torch.empty(0, dtype=torch.long)
     for k in range(1, steps + 1):
         if draws is not None:
-            rows, noise = next(draws)
+            rows, z = next(draws)
         elif epochs:  # the minibatches of an epoch partition the rows (as a DataLoader's)
             if len(order) < batch:
                 order = torch.randperm(n_rows, generator=g)
@@ -169,24 +187,29 @@ def independent_sgld_sa(x, y, *, steps: int, seed: int, v0: float = V0, v1: floa
         else:
             rows = torch.randperm(n_rows, generator=g)[:batch]
         if draws is None:
-            noise = torch.randn(p, generator=g, dtype=x.dtype)
+            z = torch.randn(p, generator=g, dtype=x.dtype)
         xb, yb = x[rows], y[rows]
         scale = n_rows / len(rows)
         residual = yb - xb @ beta
-        grad = scale * (xb.T @ residual) / sigma**2 - kappa1 * beta / sigma**2 - kappa0 * torch.sign(beta) / sigma
+        s_p = scale_of_prior
+        grad = scale * (xb.T @ residual) / sigma**2 - kappa1 * beta / s_p**2 - kappa0 * torch.sign(beta) / s_p
         eps = lr(k)
-        beta = beta + eps * grad + math.sqrt(2.0 * eps) * noise
+        beta = beta + eps * grad + math.sqrt(2.0 * eps) * z
         w = omega(k)
         # Eq. 12: log a - log b of phi(beta; 0, sigma^2 v1) delta against Laplace(beta; sigma v0) (1 - delta)
-        log_odds = (torch.log(delta) - torch.log1p(-delta) + torch.log(2.0 * sigma * v0) - 0.5 * (log_2pi + torch.log(sigma**2 * v1))
-                    + beta.abs() / (sigma * v0) - beta**2 / (2.0 * sigma**2 * v1))
+        log_odds = (torch.log(delta) - torch.log1p(-delta) + torch.log(2.0 * s_p * v0) - 0.5 * (log_2pi + torch.log(s_p**2 * v1))
+                    + beta.abs() / (s_p * v0) - beta**2 / (2.0 * s_p**2 * v1))
         rho = (1.0 - w) * rho + w * torch.sigmoid(log_odds)
         kappa0 = (1.0 - w) * kappa0 + w * (1.0 - rho) / v0  # Eq. 13, on the new rho
         kappa1 = (1.0 - w) * kappa1 + w * rho / v1
-        r_a = n_rows + p + nu + 2.0  # Eq. 14
-        r_b = (kappa0 * beta.abs()).sum()
-        r_c = scale * residual.square().sum() + (kappa1 * beta**2).sum() + nu * lam
-        sigma = (1.0 - w) * sigma + w * (r_b + torch.sqrt(r_b**2 + 4.0 * r_a * r_c)) / (2.0 * r_a)
+        if noise == "tied":
+            r_a = n_rows + p + nu + 2.0  # Eq. 14
+            r_b = (kappa0 * beta.abs()).sum()
+            r_c = scale * residual.square().sum() + (kappa1 * beta**2).sum() + nu * lam
+            sigma = (1.0 - w) * sigma + w * (r_b + torch.sqrt(r_b**2 + 4.0 * r_a * r_c)) / (2.0 * r_a)
+            scale_of_prior = sigma
+        else:
+            sigma = (1.0 - w) * sigma + w * torch.sqrt((scale * residual.square().sum() + nu * lam) / (n_rows + nu + 2.0))
         if k > first_delta_step:
             delta = (1.0 - w) * delta + w * (rho.sum() + (a - 1.0)) / (a + b + p - 2.0)  # Eq. 15 (a - 1 first: sum rho + a - 1 would round a sum below 1e-16 to 0)
         if on_step is not None:
@@ -221,7 +244,7 @@ def run_lasso(design: Design, seed: int) -> dict:
 def run_independent(design: Design, seed: int, steps: int, remedy: str) -> dict:
     x, y, x_test, y_test, truth = design.simulate(seed)
     options = dict(REMEDIES[remedy])
-    if remedy == "lasso-start":
+    if options.pop("start", None) == "lasso":
         coef = lasso_fit(x, y, seed)
         options.update(beta0=coef, sigma0=max(float((y - x @ coef).std()), 0.1))
     signal = truth != 0
@@ -318,7 +341,8 @@ def verdict(runs: pd.DataFrame) -> str:
         if not len(rows):
             continue
         selects = [d for d in designs if not rows[rows.design == d].spike_only.any() and rows[rows.design == d].f1.mean() >= F1_BAR]
-        per = ", ".join(f"{d} {int(rows[rows.design == d].spike_only.sum())}/{int((rows.design == d).sum())} spike-only, F1 {rows[rows.design == d].f1.mean():.2f}" for d in designs)
+        per = ", ".join(f"{d} {int(rows[rows.design == d].spike_only.sum())}/{int((rows.design == d).sum())} spike-only, F1 {rows[rows.design == d].f1.mean():.2f}, "
+                        f"MAE {rows[rows.design == d].mae.mean():.2f}" for d in designs)
         remedies.append(f"{recipe} selects on {len(selects)} of {len(designs)} designs ({per})")
     lasso = runs[runs.implementation == "reference"]
     if len(lasso):
@@ -334,10 +358,43 @@ def verdict(runs: pd.DataFrame) -> str:
     return head + ". " + "; ".join(text for _, text in checks) + timing + ". Remedies (independent implementation): " + ("; ".join(remedies) or "none run") + "."
 
 
+def run_seed(task) -> list:
+    """Every chain of one (design, seed): ``task = (design name, seed, steps, jobs, threads)``."""
+    name, seed, steps, jobs, threads = task
+    torch.set_num_threads(threads)
+    design, rows = DESIGNS[name], []
+    for impl, recipe in jobs:
+        t0 = time.perf_counter()
+        if impl == "reference":
+            row = run_lasso(design, seed)
+        else:
+            row = run_pyrozoo(design, seed, steps) if impl == "pyrozoo" else run_independent(design, seed, steps, recipe)
+        rows.append({"design": name, "implementation": impl, "recipe": recipe, "seed": seed, **row, "seconds": time.perf_counter() - t0})
+    return rows
+
+
+@contextmanager
+def _pool(jobs: int):
+    """``jobs`` worker processes (each chain is seeded by its task, so the rows do not depend on
+    them), or this process for 1."""
+    if jobs == 1:
+        yield _InProcess()
+        return
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        yield pool
+
+
+class _InProcess:
+    """The pool of one: the tasks run here, one after another."""
+
+    map = staticmethod(map)
+
+
 def parse_args(argv=None):
     parser = study_parser(__doc__)
     parser.add_argument("--seeds", type=positive_int, default=10, help="data sets (and chains) per design: seeds --seed, --seed + 1, ...")
     parser.add_argument("--steps", type=positive_int, default=20000, help="SGLD steps per chain")
+    parser.add_argument("--jobs", type=positive_int, default=1, help="worker processes, one (design, seed) at a time each (the rows do not depend on it)")
     parser.add_argument("--pyrozoo-seeds", type=non_negative_int, default=0, help="run the library's (slower) chains on the first N seeds only (0: every seed)")
     add_subset_argument(parser, "--designs", DESIGNS)
     add_subset_argument(parser, "--remedies", [r for r in REMEDIES if r != "paper"])
@@ -351,23 +408,21 @@ def main(argv=None):
     seeds, steps, designs = range(args.seed, args.seed + args.seeds), args.steps, args.designs
     if args.quick:
         seeds, steps, designs = range(args.seed, args.seed + 2), 400, ["paper"]
-    rows = []
+    tasks = []
     for name in designs:
-        design = DESIGNS[name]
         for seed in seeds:
             jobs = [("pyrozoo", "paper")] + [("independent", r) for r in ["paper", *args.remedies]] + [("reference", REFERENCE)]
             if args.pyrozoo_seeds and seed >= args.seed + args.pyrozoo_seeds:
                 jobs = jobs[1:]
-            for impl, recipe in jobs:
-                t0 = time.perf_counter()
-                if impl == "reference":
-                    row = run_lasso(design, seed)
-                else:
-                    row = run_pyrozoo(design, seed, steps) if impl == "pyrozoo" else run_independent(design, seed, steps, recipe)
-                rows.append({"design": name, "implementation": impl, "recipe": recipe, "seed": seed, **row, "seconds": time.perf_counter() - t0})
-                if not args.no_progress:
-                    r = rows[-1]
-                    print(f"{name} {impl} {recipe} seed {seed}: F1 {r['f1']:.2f}, MAE {r['mae']:.2f}, sum rho {r['rho_sum']:.3g}, delta {r['delta']:.3g}, {r['seconds']:.1f} s", flush=True)
+            tasks.append((name, seed, steps, jobs, args.threads))
+    rows = []
+    with _pool(args.jobs) as pool:
+        for task_rows in pool.map(run_seed, tasks):  # in task order, whatever the pool
+            rows.extend(task_rows)
+            if not args.no_progress:
+                for r in task_rows:
+                    print(f"{r['design']} {r['implementation']} {r['recipe']} seed {r['seed']}: F1 {r['f1']:.2f}, MAE {r['mae']:.2f}, sum rho {r['rho_sum']:.3g}, "
+                          f"delta {r['delta']:.3g}, {r['seconds']:.1f} s", flush=True)
     runs = pd.DataFrame(rows)
     for column in ("collapse_step", "signal_abs_beta_at_collapse"):
         if column not in runs:

@@ -46,6 +46,23 @@ def test_one_em_step_of_the_independent_algorithm_is_eqs_12_to_15(script, a):
     assert torch.allclose(seen["delta"], delta_tilde(rho.sum(), p, a, float(p)), rtol=1e-12)
 
 
+def test_one_em_step_with_a_separate_noise_scale(script):
+    """noise="separate": rho~ at the prior's scale 1 whatever the noise sd, and the noise sd is
+    the root of Eq. 14 without the prior's terms, sqrt((I + nu lambda) / (N + nu + 2))."""
+    design = script["DESIGNS"]["independent-predictors"]
+    x, y, *_ = design.simulate(3)
+    seen = {}
+    script["independent_sgld_sa"](x, y, steps=1, seed=0, sigma0=2.5, noise="separate", omega=lambda k: 1.0, batch=len(x),
+                                  on_step=lambda k, beta, rho, delta, sigma, eps: seen.update(beta=beta, rho=rho, sigma=sigma))
+    one, half = torch.tensor(1.0, dtype=x.dtype), torch.tensor(0.5, dtype=x.dtype)
+    assert torch.allclose(seen["rho"], rho_tilde(seen["beta"], one, half, script["V0"], script["V1"]), rtol=1e-12, atol=1e-300)
+    start = 0.1 * torch.randn(design.p, generator=torch.Generator().manual_seed(script["CHAIN_SEED_OFFSET"]), dtype=x.dtype)
+    residual = float((y - x @ start).square().sum())
+    assert float(seen["sigma"]) == pytest.approx(math.sqrt((residual + 1.0) / (len(x) + 3.0)), rel=1e-12)
+    with pytest.raises(ValueError, match="noise must be"):
+        script["independent_sgld_sa"](x, y, steps=1, seed=0, noise="shared")
+
+
 @pytest.mark.parametrize("delta0", [1e-20, 1e-60])
 def test_the_independent_eq_15_keeps_a_vanishing_inclusion_sum(script, delta0):
     """From a start deep in the spike (delta0 tiny, so sum rho is far below the float64 spacing
