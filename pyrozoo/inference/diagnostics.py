@@ -18,10 +18,11 @@ with a warning of its own class, and records it in its history.
 A non-finite loss, log-joint or parameter ends the run with :class:`DivergenceError` (a
 ``FloatingPointError``): nothing after it is meaningful.
 
-**Events.** Each kind warns once per run (once per episode, for a kind another event clears) and is recorded as one event, a dict with ``kind``,
-``status``, ``epoch``, ``step`` (optimizer steps or sampler iterations so far), ``message``
-and the figures the rule used. ``fit`` and ``run`` return their history with
-``history.attrs["events"]`` and ``history.attrs["status"]`` (:func:`run_status`); the events
+**Events.** Each kind warns once per run (once per episode, for a kind another event clears)
+and is recorded as one event, a dict with ``kind``, ``status``, ``epoch``, ``step`` (optimizer
+steps or sampler iterations so far), ``message`` and the figures the rule used. ``fit`` and
+``run`` return their history with ``history.attrs["events"]`` and ``history.attrs["status"]``
+(:func:`run_status`); the events
 travel in checkpoints, so a resumed run keeps them. :func:`collect_events` gathers the events
 of every run inside a block (an experiment's result row takes its ``status`` from them, and
 :mod:`pyrozoo.reporting` leaves rows that are not ``"ok"`` out of every summary).
@@ -81,7 +82,7 @@ of every run inside a block (an experiment's result row takes its ``status`` fro
 import math
 import warnings
 from contextlib import contextmanager
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import torch
 from pyro import poutine
@@ -123,6 +124,8 @@ class RunWarning(UserWarning):
 
     kind = "run"
     status: Optional[str] = None
+    #: the kinds of earlier events an event of this class ends (see :func:`active_events`)
+    clears: Tuple[str, ...] = ()
 
 
 class DivergenceWarning(RunWarning):
@@ -444,7 +447,7 @@ class RunMonitor:
             self._absorb_energy(self.initial["energy"], self.initial.get("group"))
 
     def _report(self, cls, *, epoch, step, message, **figures) -> dict:
-        event = make_event(cls.kind, cls.status, epoch=epoch, step=step, message=message, clears=getattr(cls, "clears", ()), **figures)
+        event = make_event(cls.kind, cls.status, epoch=epoch, step=step, message=message, clears=cls.clears, **figures)
         self.events.append(event)
         _publish(event)
         warnings.warn(cls(message), stacklevel=4)
