@@ -172,8 +172,7 @@ def independent_sgld_sa(x, y, *, steps: int, seed: int, v0: float = V0, v1: floa
     rho = torch.full((p,), 0.5, dtype=x.dtype)
     kappa0, kappa1 = torch.ones(p, dtype=x.dtype), torch.ones(p, dtype=x.dtype)
     sigma, delta = torch.tensor(sigma0, dtype=x.dtype), torch.tensor(delta0, dtype=x.dtype)
-    # the prior's scale: sigma itself (tied, the paper's Eq. 5) or held at 1 (separate)
-    scale_of_prior = sigma if noise == "tied" else torch.tensor(1.0, dtype=x.dtype)
+    one = torch.tensor(1.0, dtype=x.dtype)
     first_delta_step = int(delta_after * steps)
     log_2pi = math.log(2.0 * math.pi)
     order = torch.empty(0, dtype=torch.long)
@@ -191,7 +190,7 @@ def independent_sgld_sa(x, y, *, steps: int, seed: int, v0: float = V0, v1: floa
         xb, yb = x[rows], y[rows]
         scale = n_rows / len(rows)
         residual = yb - xb @ beta
-        s_p = scale_of_prior
+        s_p = sigma if noise == "tied" else one  # the prior's scale: sigma itself (the paper's Eq. 5) or held at 1
         grad = scale * (xb.T @ residual) / sigma**2 - kappa1 * beta / s_p**2 - kappa0 * torch.sign(beta) / s_p
         eps = lr(k)
         beta = beta + eps * grad + math.sqrt(2.0 * eps) * z
@@ -207,7 +206,6 @@ def independent_sgld_sa(x, y, *, steps: int, seed: int, v0: float = V0, v1: floa
             r_b = (kappa0 * beta.abs()).sum()
             r_c = scale * residual.square().sum() + (kappa1 * beta**2).sum() + nu * lam
             sigma = (1.0 - w) * sigma + w * (r_b + torch.sqrt(r_b**2 + 4.0 * r_a * r_c)) / (2.0 * r_a)
-            scale_of_prior = sigma
         else:
             sigma = (1.0 - w) * sigma + w * torch.sqrt((scale * residual.square().sum() + nu * lam) / (n_rows + nu + 2.0))
         if k > first_delta_step:
